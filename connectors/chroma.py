@@ -1,0 +1,202 @@
+"""Chroma: the embedded vector store (`PersistentClient`), and Chroma server (`HttpClient`).
+
+Embeddings are always passed in: with `embedding_function=None` Chroma never tries to fetch a
+model. Filtered search is Chroma's slow path, so the filter is pushed into the query (`where`)
+instead of filtering a fixed top-k afterwards, which would starve the candidate pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from connectors.base import Connector, VectorCapable
+from connectors.records import OPEN, ChunkHit, ChunkRecord, SearchFilter
+from uda.errors import ConnectorError
+from uda.filters import Op
+
+T = TypeVar("T")
+
+_COLLECTION = "uda_chunks"
+_BATCH = 2000  # stays under Chroma's maximum batch size
+_NO_SCOPE = ""  # Chroma metadata cannot hold None
+_CHROMA_OPS = {
+    Op.EQ: "$eq",
+    Op.IN: "$in",
+    Op.GT: "$gt",
+    Op.GTE: "$gte",
+    Op.LT: "$lt",
+    Op.LTE: "$lte",
+}
+_RESERVED = ("element_id", "version", "etype", "sens", "scope", "valid_from", "valid_to")
+
+
+def _metadata(chunk: ChunkRecord) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "element_id": chunk.element_id,
+        "version": chunk.version,
+        "etype": chunk.element_type,
+        "sens": chunk.sensitivity_rank,
+        "scope": chunk.scope or _NO_SCOPE,
+        "valid_from": chunk.valid_from,
+        "valid_to": chunk.valid_to,
+    }
+    # Filterable fields get a prefix so that they can never collide with the bookkeeping keys.
+    meta.update({f"f_{k}": v for k, v in chunk.filter_values.items()})
+    return meta
+
+
+def compile_where(search_filter: SearchFilter) -> dict[str, Any]:
+    """The Chroma `where` clause for a pushdown filter."""
+    clauses: list[dict[str, Any]] = [{"sens": {"$lte": search_filter.max_sensitivity_rank}}]
+    if not search_filter.all_projects:
+        clauses.append({"scope": {"$in": [_NO_SCOPE, *search_filter.projects]}})
+    if search_filter.as_of is None:
+        clauses.append({"valid_to": {"$eq": OPEN}})
+    else:
+        clauses.append({"valid_from": {"$lte": search_filter.as_of}})
+        clauses.append({"valid_to": {"$gt": search_filter.as_of}})
+    if search_filter.element_types is not None:
+        clauses.append({"etype": {"$in": list(search_filter.element_types)}})
+    for predicate in search_filter.predicates:
+        op = _CHROMA_OPS.get(predicate.op)
+        if op is not None:
+            value = list(predicate.value) if isinstance(predicate.value, tuple) else predicate.value
+            clauses.append({f"f_{predicate.field}": {op: value}})
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+class ChromaConnector(Connector, VectorCapable):
+    """Chunk vectors in one Chroma collection (cosine space).
+
+    Args:
+        path: folder of the embedded `PersistentClient`; or
+        host, port: a Chroma server (`chroma run`), reached with `HttpClient`.
+    """
+
+    name = "chroma"
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        collection: str = _COLLECTION,
+    ) -> None:
+        if (path is None) == (host is None):
+            raise ValueError("give either path (embedded) or host (server)")
+        self._path = Path(path) if path is not None else None
+        self._host = host
+        self._port = port
+        self._collection_name = collection
+        self._client: Any = None
+        self._collection: Any = None
+
+    async def connect(self) -> None:
+        """Open the client and the collection (created on first use)."""
+        if self._collection is not None:
+            return
+
+        def open_client() -> None:
+            import chromadb
+            from chromadb.config import Settings
+
+            settings = Settings(anonymized_telemetry=False)
+            if self._path is not None:
+                self._path.mkdir(parents=True, exist_ok=True)
+                client = chromadb.PersistentClient(path=str(self._path), settings=settings)
+            else:
+                client = chromadb.HttpClient(
+                    host=self._host or "127.0.0.1", port=self._port or 8000, settings=settings
+                )
+            self._client = client
+            self._collection = client.get_or_create_collection(
+                self._collection_name,
+                embedding_function=None,
+                metadata={"hnsw:space": "cosine"},
+            )
+
+        await self._run(open_client)
+
+    async def close(self) -> None:
+        """Drop the client (the embedded client persists as it writes)."""
+        self._collection = None
+        self._client = None
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        try:
+            return await asyncio.to_thread(fn)
+        except ConnectorError:
+            raise
+        except Exception as exc:  # Chroma raises many unrelated types; name them all ours.
+            raise ConnectorError(self.name, f"{type(exc).__name__}: {exc}") from exc
+
+    def _require(self) -> Any:
+        if self._collection is None:
+            raise ConnectorError(self.name, "not connected: call connect() first")
+        return self._collection
+
+    async def upsert_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
+        """Upsert chunks by id, in batches Chroma accepts."""
+        missing = [c.chunk_id for c in chunks if c.embedding is None]
+        if missing:
+            raise ConnectorError(self.name, f"chunks without embeddings: {missing[:3]}")
+
+        def write() -> None:
+            collection = self._require()
+            for start in range(0, len(chunks), _BATCH):
+                part = chunks[start : start + _BATCH]
+                collection.upsert(
+                    ids=[c.chunk_id for c in part],
+                    embeddings=[list(cast("Sequence[float]", c.embedding)) for c in part],
+                    metadatas=[_metadata(c) for c in part],
+                    documents=[c.text for c in part],
+                )
+
+        await self._run(write)
+
+    async def delete_chunks(self, element_ids: Sequence[str]) -> None:
+        """Delete every chunk of the elements."""
+        if not element_ids:
+            return
+        await self._run(
+            lambda: self._require().delete(where={"element_id": {"$in": list(element_ids)}})
+        )
+
+    async def vector_search(
+        self, embedding: Sequence[float], k: int, search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        """Nearest chunks under the pushed-down filter; score = 1 - cosine distance."""
+        where = compile_where(search_filter)
+
+        def query() -> list[ChunkHit]:
+            collection = self._require()
+            result = collection.query(
+                query_embeddings=[list(embedding)],
+                n_results=k,
+                where=where,
+                include=["metadatas", "documents", "distances"],
+            )
+            ids = result["ids"][0]
+            metas: list[Mapping[str, Any]] = result["metadatas"][0]
+            docs: list[str] = result["documents"][0]
+            distances: list[float] = result["distances"][0]
+            return [
+                ChunkHit(
+                    chunk_id=cid,
+                    element_id=str(meta["element_id"]),
+                    version=int(meta["version"]),
+                    text=doc or "",
+                    score=1.0 - float(dist),
+                )
+                for cid, meta, doc, dist in zip(ids, metas, docs, distances, strict=True)
+            ]
+
+        return await self._run(query)
+
+    async def count(self) -> int:
+        """Number of chunks stored (for `stats` and checks)."""
+        return await self._run(lambda: int(self._require().count()))

@@ -1,0 +1,62 @@
+"""A lazy registry of connector classes, by name.
+
+Built-in connectors are dotted paths imported on first use (with an install hint when their
+library is missing); third parties register through the `uda.connectors` entry-point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+from uda.errors import UnknownConnectorError, UserError
+
+if TYPE_CHECKING:
+    from connectors.base import Connector
+
+# name -> (module:attribute, what to install when the import fails)
+BUILTIN: dict[str, tuple[str, str]] = {
+    "chroma": ("connectors.chroma:ChromaConnector", "pip install chromadb"),
+    "networkx": ("connectors.networkx_graph:NetworkXConnector", "pip install networkx"),
+    "sqlite": ("connectors.sqlite:SQLiteConnector", "sqlite3 ships with Python"),
+}
+
+ENTRY_POINT_GROUP = "uda.connectors"
+
+
+def available() -> list[str]:
+    """Names of every known connector, built-in and installed third-party, sorted."""
+    names = set(BUILTIN)
+    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+    return sorted(names)
+
+
+def connector_class(name: str) -> type[Connector]:
+    """Import and return the connector class registered as `name`.
+
+    Raises:
+        UnknownConnectorError: no such connector.
+        UserError: its library is not installed (with the install hint).
+    """
+    if name in BUILTIN:
+        target, hint = BUILTIN[name]
+        module_name, _, attribute = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UserError(
+                f"connector {name!r} needs a library that is not installed ({exc.name}): {hint}",
+                field="connector",
+                value=name,
+            ) from exc
+        cls: type[Connector] = getattr(module, attribute)
+        return cls
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        loaded: type[Connector] = ep.load()
+        return loaded
+    raise UnknownConnectorError(
+        f"unknown connector {name!r}; known: {', '.join(available())}",
+        field="connector",
+        value=name,
+    )

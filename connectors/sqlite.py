@@ -1,0 +1,579 @@
+"""SQLite: the embedded system of record (RelationalCapable) and a BM25 lexical leg (FTS5).
+
+One database file. Writes go through one connection under a lock (SQLite has one writer);
+reads use a connection per worker thread, which WAL mode lets run beside the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from connectors.base import Connector, RelationalCapable, TextCapable
+from connectors.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
+from connectors.sql_filters import compile_filter
+from connectors.system_of_record import OutboxItem, StoredState, WriteBatch, chunk_id
+from uda.errors import ConnectorError
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS states (
+    element_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    hlc INTEGER NOT NULL,
+    valid_to INTEGER NOT NULL,
+    element_type TEXT NOT NULL,
+    name TEXT NOT NULL,
+    sensitivity_rank INTEGER NOT NULL,
+    scope TEXT,
+    timestamp_ms INTEGER NOT NULL,
+    tombstone INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    filter_values TEXT NOT NULL,
+    PRIMARY KEY (element_id, version)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS states_current ON states (element_id, valid_to);
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id TEXT PRIMARY KEY,
+    element_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS chunks_state ON chunks (element_id, version);
+CREATE TABLE IF NOT EXISTS edges (
+    source_id TEXT NOT NULL,
+    relation TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    valid_from INTEGER NOT NULL,
+    valid_to INTEGER NOT NULL,
+    PRIMARY KEY (source_id, relation, target_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS edges_target ON edges (target_id);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    store TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS outbox_store ON outbox (store, seq);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS text_chunks (
+    rowid INTEGER PRIMARY KEY,
+    chunk_id TEXT NOT NULL UNIQUE,
+    element_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    element_type TEXT NOT NULL,
+    sensitivity_rank INTEGER NOT NULL,
+    scope TEXT,
+    valid_from INTEGER NOT NULL,
+    valid_to INTEGER NOT NULL,
+    filter_values TEXT NOT NULL,
+    name TEXT NOT NULL,
+    text TEXT NOT NULL,
+    length INTEGER NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5(
+    name, text, content='text_chunks', content_rowid='rowid', tokenize='porter unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS text_chunks_ai AFTER INSERT ON text_chunks BEGIN
+    INSERT INTO text_fts (rowid, name, text) VALUES (new.rowid, new.name, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS text_chunks_ad AFTER DELETE ON text_chunks BEGIN
+    INSERT INTO text_fts (text_fts, rowid, name, text)
+    VALUES ('delete', old.rowid, old.name, old.text);
+END;
+CREATE VIRTUAL TABLE IF NOT EXISTS text_vocab USING fts5vocab(text_fts, 'instance');
+"""
+
+# Per reader connection: a scratch FTS5 table with the same tokenizer, used to turn query
+# words into the index's stemmed terms exactly as the index would.
+_QUERY_TOKENIZER = """
+CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_tokens USING fts5(x, tokenize='porter unicode61');
+CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5vocab(temp, query_tokens, 'row');
+"""
+
+# BM25 (Lucene's idf) with the statistics of the chunks the caller may see, not of the whole
+# index: FTS5's own bm25() counts hidden chunks in idf and average length, so adding a hidden
+# document would move a caller's scores (docs/adr/0005-lexical-statistics-per-caller.md).
+BM25_K1 = 1.2
+BM25_B = 0.75
+_BM25_SQL = """
+WITH terms(term) AS (SELECT value FROM json_each(?)),
+visible AS (SELECT t.rowid AS doc, t.length FROM text_chunks t WHERE {where}),
+stats AS (SELECT count(*) AS n_docs, avg(length) AS avg_len FROM visible),
+occurrences AS (
+    SELECT v.doc AS doc, v.term AS term, count(*) AS tf
+    FROM text_vocab v JOIN terms ON v.term = terms.term
+    WHERE v.doc IN (SELECT doc FROM visible)
+    GROUP BY v.doc, v.term
+),
+df AS (SELECT term, count(*) AS n FROM occurrences GROUP BY term),
+scored AS (
+    SELECT o.doc AS doc, sum(
+        ln(1 + (stats.n_docs - df.n + 0.5) / (df.n + 0.5))
+        * o.tf * ({k1} + 1)
+        / (o.tf + {k1} * (1 - {b} + {b} * t.length / stats.avg_len))
+    ) AS score
+    FROM occurrences o JOIN df USING (term) JOIN text_chunks t ON t.rowid = o.doc, stats
+    GROUP BY o.doc
+)
+SELECT t.chunk_id, t.element_id, t.version, t.text, scored.score
+FROM scored JOIN text_chunks t ON t.rowid = scored.doc
+ORDER BY scored.score DESC, t.chunk_id
+LIMIT ?
+"""
+
+# Words too common to help BM25; dropping them keeps the FTS5 match set small.
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "how",
+        "do",
+        "does",
+        "did",
+        "can",
+    ]
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_words(text: str) -> list[str]:
+    r"""The distinct words of a query, without stopwords (unless nothing else is left).
+
+    Words are `\\w+` runs: they cannot carry quotes or FTS5 operators.
+    """
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    return [w for w in words if w not in _STOPWORDS] or words
+
+
+def token_count(text: str) -> int:
+    """Tokens of a text as the unicode61 tokenizer splits it (stemming keeps the count)."""
+    return len(_WORD.findall(text))
+
+
+class SQLiteConnector(Connector, RelationalCapable, TextCapable):
+    """System of record and lexical leg in one SQLite file.
+
+    Args:
+        path: the database file (its folder is created).
+    """
+
+    name = "sqlite"
+
+    def __init__(self, path: str | Path) -> None:
+        self._path = Path(path)
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._writer: sqlite3.Connection | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def connect(self) -> None:
+        """Create the file and the schema if missing."""
+        if self._writer is not None:
+            return
+        await self._run(self._open)
+
+    def _open(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        writer = self._new_connection()
+        writer.executescript(_SCHEMA)
+        self._writer = writer
+
+    def _new_connection(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=10000")
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    async def close(self) -> None:
+        """Close every connection."""
+        with self._all_lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._writer = None
+        self._local = threading.local()
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._writer is None:
+                raise ConnectorError(self.name, "not connected: call connect() first")
+            conn = self._new_connection()
+            conn.executescript(_QUERY_TOKENIZER)
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        if self._writer is None:
+            raise ConnectorError(self.name, "not connected: call connect() first")
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        try:
+            return await asyncio.to_thread(fn)
+        except sqlite3.Error as exc:
+            raise ConnectorError(self.name, f"{type(exc).__name__}: {exc}") from exc
+
+    # -- system of record -----------------------------------------------------------------
+    async def commit(self, batch: WriteBatch) -> None:
+        """Write states, chunks, retirements, edges and outbox entries in one transaction."""
+        await self._run(lambda: self._commit(batch))
+
+    def _commit(self, batch: WriteBatch) -> None:
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE states SET valid_to = ? WHERE element_id = ? AND version = ?",
+                [(valid_to, eid, version) for eid, version, valid_to in batch.retire],
+            )
+            # Plain INSERT: a concurrent writer that took the same version fails loudly.
+            conn.executemany(
+                "INSERT INTO states VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        s.element_id,
+                        s.version,
+                        s.hlc,
+                        s.valid_to,
+                        s.element_type,
+                        s.name,
+                        s.sensitivity_rank,
+                        s.scope,
+                        s.timestamp_ms,
+                        int(s.tombstone),
+                        s.content_hash,
+                        json.dumps(s.payload),
+                        json.dumps(s.filter_values),
+                    )
+                    for s in batch.states
+                ],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?)",
+                [
+                    (
+                        c.chunk_id,
+                        c.element_id,
+                        c.version,
+                        c.index,
+                        c.text,
+                        None
+                        if c.embedding is None
+                        else np.asarray(c.embedding, dtype=np.float32).tobytes(),
+                    )
+                    for c in batch.chunks
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO edges VALUES (?,?,?,?,?) ON CONFLICT DO UPDATE SET "
+                "valid_from = excluded.valid_from, valid_to = excluded.valid_to",
+                [
+                    (e.source_id, e.relation, e.target_id, e.valid_from, e.valid_to)
+                    for e in batch.edges
+                ],
+            )
+            state_keys = {(s.element_id, s.version) for s in batch.states}
+            state_keys |= {(eid, version) for eid, version, _ in batch.retire}
+            outbox: list[tuple[str, str, str]] = []
+            for store in batch.stores:
+                outbox += [(store, "state", json.dumps(k)) for k in sorted(state_keys)]
+                outbox += [(store, "edge", json.dumps(e.key)) for e in batch.edges]
+            conn.executemany("INSERT INTO outbox (store, kind, key) VALUES (?,?,?)", outbox)
+            if batch.hlc:
+                conn.execute(
+                    "INSERT INTO meta VALUES ('hlc', ?) ON CONFLICT DO UPDATE SET "
+                    "value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                    (str(batch.hlc),),
+                )
+
+    async def latest_states(self, element_ids: Sequence[str]) -> dict[str, StoredState]:
+        """The newest state of each id (tombstones included)."""
+        return await self._run(lambda: self._states(element_ids, None))
+
+    async def fetch(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
+        """Each id's state as of `as_of`, with the newest state's clearance, in one query."""
+        return await self._run(lambda: self._states(element_ids, as_of))
+
+    def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
+        if not element_ids:
+            return {}
+        validity = "s.valid_to = ?2" if as_of is None else "s.hlc <= ?2 AND s.valid_to > ?2"
+        sql = f"""
+            WITH ids(id) AS (SELECT DISTINCT value FROM json_each(?1))
+            SELECT s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name,
+                   s.sensitivity_rank, s.scope, s.timestamp_ms, s.tombstone, s.content_hash,
+                   s.payload, s.filter_values, l.sensitivity_rank, l.scope
+            FROM ids
+            JOIN states s ON s.element_id = ids.id
+            JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}
+            WHERE {validity}
+        """  # noqa: S608 - only fixed fragments are formatted in; values are parameters
+        rows = self._reader().execute(
+            sql, (json.dumps(list(element_ids)), OPEN if as_of is None else as_of)
+        )
+        out: dict[str, StoredState] = {}
+        for row in rows:
+            out[row[0]] = StoredState(
+                element_id=row[0],
+                version=row[1],
+                hlc=row[2],
+                valid_to=row[3],
+                element_type=row[4],
+                name=row[5],
+                sensitivity_rank=row[6],
+                scope=row[7],
+                timestamp_ms=row[8],
+                tombstone=bool(row[9]),
+                content_hash=row[10],
+                payload=json.loads(row[11]),
+                filter_values=json.loads(row[12]),
+                latest_sensitivity_rank=row[13],
+                latest_scope=row[14],
+            )
+        return out
+
+    async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
+        """Current edges touching any of the ids."""
+
+        def query() -> list[GraphEdge]:
+            ids = json.dumps(list(element_ids))
+            rows = self._reader().execute(
+                f"""SELECT source_id, relation, target_id, valid_from, valid_to FROM edges
+                    WHERE valid_to = {OPEN} AND (
+                        source_id IN (SELECT value FROM json_each(?1))
+                        OR target_id IN (SELECT value FROM json_each(?1)))""",  # noqa: S608
+                (ids,),
+            )
+            return [_edge(r) for r in rows]
+
+        return await self._run(query)
+
+    async def last_hlc(self) -> int:
+        """The highest HLC committed."""
+
+        def query() -> int:
+            row = self._reader().execute("SELECT value FROM meta WHERE key = 'hlc'").fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._run(query)
+
+    async def pending(self, store: str, limit: int) -> list[OutboxItem]:
+        """Outbox entries for `store`, oldest first."""
+
+        def query() -> list[OutboxItem]:
+            rows = self._reader().execute(
+                "SELECT seq, kind, key FROM outbox WHERE store = ? ORDER BY seq LIMIT ?",
+                (store, limit),
+            )
+            return [
+                OutboxItem(seq=seq, store=store, kind=kind, key=tuple(json.loads(key)))
+                for seq, kind, key in rows
+            ]
+
+        return await self._run(query)
+
+    async def acknowledge(self, store: str, items: Sequence[OutboxItem]) -> None:
+        """Delete applied outbox entries."""
+
+        def write() -> None:
+            with self._transaction() as conn:
+                conn.executemany(
+                    "DELETE FROM outbox WHERE store = ? AND seq = ?",
+                    [(store, item.seq) for item in items],
+                )
+
+        await self._run(write)
+
+    async def load_chunks(self, state_keys: Sequence[tuple[str, int]]) -> list[ChunkRecord]:
+        """Chunks of the given states, with metadata from their state rows."""
+
+        def query() -> list[ChunkRecord]:
+            rows = self._reader().execute(
+                """WITH keys(eid, ver) AS (
+                       SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                       FROM json_each(?))
+                   SELECT c.element_id, c.version, c.idx, c.text, c.embedding, s.element_type,
+                          s.name, s.sensitivity_rank, s.scope, s.hlc, s.valid_to, s.filter_values
+                   FROM keys JOIN chunks c ON c.element_id = keys.eid AND c.version = keys.ver
+                   JOIN states s ON s.element_id = c.element_id AND s.version = c.version
+                   ORDER BY c.element_id, c.version, c.idx""",
+                (json.dumps([list(k) for k in state_keys]),),
+            )
+            return [
+                ChunkRecord(
+                    chunk_id=chunk_id(r[0], r[1], r[2]),
+                    element_id=r[0],
+                    version=r[1],
+                    index=r[2],
+                    text=r[3],
+                    embedding=None
+                    if r[4] is None
+                    else np.frombuffer(r[4], dtype=np.float32).tolist(),
+                    element_type=r[5],
+                    name=r[6],
+                    sensitivity_rank=r[7],
+                    scope=r[8],
+                    valid_from=r[9],
+                    valid_to=r[10],
+                    filter_values=json.loads(r[11]),
+                )
+                for r in rows
+            ]
+
+        return await self._run(query)
+
+    async def load_edges(self, keys: Sequence[tuple[str, str, str]]) -> list[GraphEdge]:
+        """Edges by key, with their current validity."""
+
+        def query() -> list[GraphEdge]:
+            rows = self._reader().execute(
+                """WITH keys(s, r, t) AS (
+                       SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+                              json_extract(value, '$[2]') FROM json_each(?))
+                   SELECT e.source_id, e.relation, e.target_id, e.valid_from, e.valid_to
+                   FROM keys JOIN edges e
+                     ON e.source_id = keys.s AND e.relation = keys.r AND e.target_id = keys.t""",
+                (json.dumps([list(k) for k in keys]),),
+            )
+            return [_edge(r) for r in rows]
+
+        return await self._run(query)
+
+    async def counts(self) -> Mapping[str, int]:
+        """Row counts for `stats`."""
+
+        def query() -> dict[str, int]:
+            conn = self._reader()
+            one: Callable[[str], int] = lambda sql: int(conn.execute(sql).fetchone()[0])  # noqa: E731
+            return {
+                "states": one("SELECT count(*) FROM states"),
+                "elements": one(
+                    f"SELECT count(*) FROM states WHERE valid_to = {OPEN} AND NOT tombstone"  # noqa: S608
+                ),
+                "chunks": one("SELECT count(*) FROM chunks"),
+                "edges": one(f"SELECT count(*) FROM edges WHERE valid_to = {OPEN}"),  # noqa: S608
+                "pending": one("SELECT count(*) FROM outbox"),
+            }
+
+        return await self._run(query)
+
+    # -- lexical leg ------------------------------------------------------------------------
+    async def upsert_text_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
+        """Insert or replace chunks in the FTS5 index."""
+
+        def write() -> None:
+            with self._transaction() as conn:
+                conn.executemany(
+                    "DELETE FROM text_chunks WHERE chunk_id = ?", [(c.chunk_id,) for c in chunks]
+                )
+                conn.executemany(
+                    "INSERT INTO text_chunks (chunk_id, element_id, version, element_type, "
+                    "sensitivity_rank, scope, valid_from, valid_to, filter_values, name, text, "
+                    "length) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [
+                        (
+                            c.chunk_id,
+                            c.element_id,
+                            c.version,
+                            c.element_type,
+                            c.sensitivity_rank,
+                            c.scope,
+                            c.valid_from,
+                            c.valid_to,
+                            json.dumps(dict(c.filter_values)),
+                            c.name,
+                            c.text,
+                            token_count(c.name) + token_count(c.text),
+                        )
+                        for c in chunks
+                    ],
+                )
+
+        await self._run(write)
+
+    async def text_search(self, query: str, k: int, search_filter: SearchFilter) -> list[ChunkHit]:
+        """BM25 over chunk names and text, with the statistics of the visible chunks only."""
+        words = query_words(query)
+        if not words:
+            return []
+        where, params = compile_filter(search_filter, table="t")
+        sql = _BM25_SQL.format(where=where, k1=BM25_K1, b=BM25_B)
+
+        def query_rows() -> list[ChunkHit]:
+            conn = self._reader()
+            conn.execute("DELETE FROM temp.query_tokens")
+            conn.execute("INSERT INTO temp.query_tokens (x) VALUES (?)", (" ".join(words),))
+            terms = [row[0] for row in conn.execute("SELECT term FROM temp.query_terms")]
+            rows = conn.execute(sql, (json.dumps(terms), *params, k))
+            return [
+                ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=r[4])
+                for r in rows
+            ]
+
+        return await self._run(query_rows)
+
+
+def _edge(row: Any) -> GraphEdge:
+    return GraphEdge(
+        source_id=row[0], relation=row[1], target_id=row[2], valid_from=row[3], valid_to=row[4]
+    )

@@ -1,0 +1,87 @@
+"""Values exchanged with the system of record (RelationalCapable)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from connectors.records import OPEN, GraphEdge
+from uda.filters import Scalar
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredState:
+    """One state of one element, as the system of record keeps it.
+
+    `payload` is the element's full JSON dump (the typed object is rebuilt from it);
+    `filter_values` are its normalised filterable fields. The `latest_*` fields describe the
+    newest state of the element (they equal this state's when it is the newest).
+    """
+
+    element_id: str
+    version: int
+    hlc: int
+    element_type: str
+    name: str
+    sensitivity_rank: int
+    scope: str | None
+    timestamp_ms: int
+    tombstone: bool
+    content_hash: str
+    payload: Mapping[str, Any]
+    filter_values: Mapping[str, Scalar]
+    valid_to: int = OPEN
+    latest_sensitivity_rank: int = 0
+    latest_scope: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkRow:
+    """A chunk of a new state, with its embedding.
+
+    The embedding is kept so that derived stores can be rebuilt without re-embedding.
+    """
+
+    element_id: str
+    version: int
+    index: int
+    text: str
+    embedding: Sequence[float] | None
+
+    @property
+    def chunk_id(self) -> str:
+        """Stable id: element, version, position."""
+        return chunk_id(self.element_id, self.version, self.index)
+
+
+def chunk_id(element_id: str, version: int, index: int) -> str:
+    """The id of chunk `index` of state `version` of an element."""
+    return f"{element_id}@{version}#{index}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteBatch:
+    """Everything one ingest writes, committed atomically by the system of record.
+
+    `retire` closes superseded states: `(element_id, version, valid_to)`. `edges` are
+    upserted by key (new edges, and existing ones closed by a delete). `stores` names the
+    derived stores that get an outbox entry per state and edge touched.
+    """
+
+    states: Sequence[StoredState] = ()
+    chunks: Sequence[ChunkRow] = ()
+    retire: Sequence[tuple[str, int, int]] = ()
+    edges: Sequence[GraphEdge] = ()
+    stores: Sequence[str] = ()
+    hlc: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxItem:
+    """A state or an edge that a derived store has not applied yet."""
+
+    seq: int
+    store: str
+    kind: Literal["state", "edge"]
+    key: tuple[str, ...] = field(default_factory=tuple[str, ...])

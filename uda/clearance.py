@@ -1,0 +1,85 @@
+"""Clearance: who may see what. Pure functions, no I/O.
+
+An element is visible iff its sensitivity is at or below the caller's level and its scope is
+empty or granted. Deny by default: no level given means `public` only, no project given means
+no scoped element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ontology import Sensitivity
+from ontology.elements import SCOPE_PATTERN
+from uda.errors import UnknownClearanceError
+
+ALL_PROJECTS = "project:*"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Clearance:
+    """What a caller is cleared for: a sensitivity level and a set of project scopes."""
+
+    level: Sensitivity = Sensitivity.PUBLIC
+    projects: frozenset[str] = frozenset()
+    all_projects: bool = False
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> Clearance:
+        """Read `clearance_scope` entries: level names, `project:<name>` and `project:*`.
+
+        Raises:
+            UnknownClearanceError: an entry is none of those, naming the entry.
+        """
+        level = Sensitivity.PUBLIC
+        projects: set[str] = set()
+        all_projects = False
+        levels = {s.value: s for s in Sensitivity}
+        for entry in entries:
+            if not isinstance(entry, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise UnknownClearanceError(
+                    f"clearance_scope entries must be strings, got {entry!r}",
+                    field="clearance_scope",
+                    value=entry,
+                )
+            if entry in levels:
+                level = max(level, levels[entry], key=lambda s: s.rank)
+            elif entry == ALL_PROJECTS:
+                all_projects = True
+            elif SCOPE_PATTERN.match(entry):
+                projects.add(entry)
+            else:
+                raise UnknownClearanceError(
+                    f"unknown clearance_scope entry {entry!r}: use one of "
+                    f"{', '.join(levels)}, 'project:<name>' or 'project:*'",
+                    field="clearance_scope",
+                    value=entry,
+                )
+        return cls(level=level, projects=frozenset(projects), all_projects=all_projects)
+
+    def allows(self, sensitivity: Sensitivity | str, scope: str | None) -> bool:
+        """Whether an element with this sensitivity and scope is visible."""
+        rank = Sensitivity(sensitivity).rank
+        if rank > self.level.rank:
+            return False
+        return scope is None or self.all_projects or scope in self.projects
+
+    def narrow(self, requested: Clearance) -> Clearance:
+        """The intersection of this grant and a requested clearance: never more than either."""
+        level = min(self.level, requested.level, key=lambda s: s.rank)
+        if self.all_projects and requested.all_projects:
+            return Clearance(level=level, all_projects=True)
+        if self.all_projects:
+            projects = requested.projects
+        elif requested.all_projects:
+            projects = self.projects
+        else:
+            projects = self.projects & requested.projects
+        return Clearance(level=level, projects=projects)
+
+    def entries(self) -> list[str]:
+        """The clearance as `clearance_scope` entries (round-trips through `parse`)."""
+        out = [self.level.value]
+        out += [ALL_PROJECTS] if self.all_projects else sorted(self.projects)
+        return out

@@ -1,0 +1,279 @@
+"""The public clients: an async core (`AsyncClient`) and a sync facade (`Client`).
+
+The sync client runs the async core on an event loop in a background thread, so it works
+the same from scripts, from threads and from inside a running loop (notebooks); there is one
+implementation of every operation, not two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypedDict, TypeVar, Unpack
+
+from connectors.base import Connector, RelationalCapable
+from connectors.registry import connector_class
+from uda.config import Profile, load_profile
+from uda.contracts import Centrality, SearchRequest
+from uda.embedder import Embedder, SentenceTransformerEmbedder
+from uda.errors import ConfigError, MissingCapabilityError
+from uda.hlc import HybridLogicalClock
+from uda.planner import Planner
+from uda.results import SearchResponse
+from uda.validation import ElementInput, RelationInput
+from uda.writer import IngestReport, Writer, derived_stores
+
+T = TypeVar("T")
+
+_EMBEDDERS: dict[str | None, SentenceTransformerEmbedder] = {}
+_EMBEDDERS_LOCK = threading.Lock()
+
+
+def shared_embedder(model_path: str | None = None) -> SentenceTransformerEmbedder:
+    """One embedder per model in the process: the model loads once, however many clients."""
+    with _EMBEDDERS_LOCK:
+        if model_path not in _EMBEDDERS:
+            _EMBEDDERS[model_path] = SentenceTransformerEmbedder(model_path)
+        return _EMBEDDERS[model_path]
+
+
+class SearchOptions(TypedDict, total=False):
+    """Optional search settings (the request's extensions; see `SearchRequest`)."""
+
+    element_types: list[str]
+    expand_depth: int
+    relations: list[str]
+    as_of: int | datetime
+    weights: Mapping[str, float]
+    half_life: float
+    decay_floor: float
+    decay: bool
+    centrality: Centrality
+    graph_candidates: bool
+    pool_size: int
+
+
+class AsyncClient:
+    """UDA over the connectors of one profile, for asyncio code.
+
+    Use `async with uda.aconnect(...) as client:` or `await client.open()` / `close()`.
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        embedder: Embedder | None = None,
+        clock: HybridLogicalClock | None = None,
+    ) -> None:
+        self.profile = profile
+        self._embedder = embedder
+        self._clock = clock
+        self._connectors: list[Connector] = []
+        self._planner: Planner | None = None
+        self._writer: Writer | None = None
+
+    async def open(self) -> Self:
+        """Connect every connector of the profile (concurrently). Idempotent."""
+        if self._planner is not None:
+            return self
+        connectors = [
+            connector_class(spec.name)(**dict(spec.options)) for spec in self.profile.connectors
+        ]
+        await asyncio.gather(*(c.connect() for c in connectors))
+        self._connectors = connectors
+        sor = next((c for c in connectors if isinstance(c, RelationalCapable)), None)
+        if sor is None:
+            await self.close()
+            raise MissingCapabilityError(
+                "the profile has no RelationalCapable connector to be the system of record",
+                field="connectors",
+                value=[c.name for c in connectors],
+            )
+        embedder = self._embedder or shared_embedder(self.profile.model_path)
+        clock = self._clock or HybridLogicalClock()
+        # Never stamp below what is already stored, whatever the wall clock says now.
+        clock.observe(await sor.last_hlc())
+        self._planner = Planner(
+            connectors=connectors,
+            system_of_record=sor,
+            embedder=embedder,
+            defaults=self.profile.search,
+        )
+        self._writer = Writer(
+            system_of_record=sor, stores=derived_stores(connectors), embedder=embedder, clock=clock
+        )
+        return self
+
+    async def close(self) -> None:
+        """Close every connector (persisting what they keep in memory). Idempotent."""
+        connectors, self._connectors = self._connectors, []
+        self._planner = None
+        self._writer = None
+        await asyncio.gather(*(c.close() for c in connectors))
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _require(self) -> tuple[Planner, Writer]:
+        if self._planner is None or self._writer is None:
+            raise ConfigError("the client is closed: open it (or use `async with`) first")
+        return self._planner, self._writer
+
+    async def search(
+        self,
+        query: str,
+        limit: int = 5,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> SearchResponse:
+        """Search every backend of the profile; see `SearchRequest` for the options.
+
+        Raises:
+            UserError: a bad request, naming the field and the value.
+        """
+        planner, _ = self._require()
+        request = SearchRequest.build(
+            query=query,
+            limit=limit,
+            clearance_scope=list(clearance_scope or []),
+            context_filters=dict(context_filters or {}),
+            **options,
+        )
+        return await planner.search(request)
+
+    async def ingest(
+        self, elements: Iterable[ElementInput] = (), relations: Iterable[RelationInput] = ()
+    ) -> IngestReport:
+        """Validate and write elements and relations; unchanged content is skipped."""
+        _, writer = self._require()
+        return await writer.ingest(elements, relations)
+
+    async def delete(self, element_ids: Iterable[str]) -> IngestReport:
+        """Tombstone elements in every store (their history stays readable with `as_of`)."""
+        _, writer = self._require()
+        return await writer.delete(element_ids)
+
+    async def sync(self) -> dict[str, int]:
+        """Finish any interrupted write: apply the outbox to every store."""
+        _, writer = self._require()
+        return await writer.sync()
+
+    async def stats(self) -> dict[str, Any]:
+        """Counts from the system of record."""
+        self._require()
+        sor = next(c for c in self._connectors if isinstance(c, RelationalCapable))
+        return {"profile": self.profile.name, **(await sor.counts())}
+
+
+class Client:
+    """The synchronous client: the same operations as `AsyncClient`, blocking."""
+
+    def __init__(self, profile: Profile, **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="uda-loop", daemon=True)
+        self._thread.start()
+        self._async = AsyncClient(profile, **kwargs)
+        try:
+            self._call(self._async.open())
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    @property
+    def profile(self) -> Profile:
+        """The resolved profile."""
+        return self._async.profile
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def search(
+        self,
+        query: str,
+        limit: int = 5,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> SearchResponse:
+        """Search; see `AsyncClient.search`."""
+        return self._call(
+            self._async.search(query, limit, clearance_scope, context_filters, **options)
+        )
+
+    def ingest(
+        self, elements: Iterable[ElementInput] = (), relations: Iterable[RelationInput] = ()
+    ) -> IngestReport:
+        """Write elements and relations; see `AsyncClient.ingest`."""
+        return self._call(self._async.ingest(list(elements), list(relations)))
+
+    def delete(self, element_ids: Iterable[str]) -> IngestReport:
+        """Tombstone elements; see `AsyncClient.delete`."""
+        return self._call(self._async.delete(list(element_ids)))
+
+    def sync(self) -> dict[str, int]:
+        """Apply any pending outbox entries; see `AsyncClient.sync`."""
+        return self._call(self._async.sync())
+
+    def stats(self) -> dict[str, Any]:
+        """Counts from the system of record."""
+        return self._call(self._async.stats())
+
+    def close(self) -> None:
+        """Close the connectors and stop the background loop. Idempotent."""
+        if self._loop.is_closed():
+            return
+        try:
+            self._call(self._async.close())
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def connect(
+    target: str | Path | None = None, *, path: str | Path | None = None, **kwargs: Any
+) -> Client:
+    """Open a client on a profile.
+
+    Args:
+        target: None for the embedded default (data in `./.uda`), a folder, or a `.toml`
+            profile file.
+        path: the embedded profile's data folder.
+        **kwargs: passed to `Client` (an `embedder`, a `clock`).
+    """
+    return Client(load_profile(target, path=path), **kwargs)
+
+
+def aconnect(
+    target: str | Path | None = None, *, path: str | Path | None = None, **kwargs: Any
+) -> AsyncClient:
+    """Like `connect`, for asyncio: use as `async with uda.aconnect(...) as client:`."""
+    return AsyncClient(load_profile(target, path=path), **kwargs)

@@ -1,0 +1,152 @@
+"""Profiles: which connectors to use, where their data lives, and search defaults.
+
+`embedded` (the default) needs no server: Chroma, networkx and SQLite under one folder.
+A TOML file may name its own connectors and defaults:
+
+    [uda]
+    path = ".uda"                # data root; relative paths resolve against the file
+
+    [[connectors]]
+    name = "chroma"
+    path = "chroma"              # connector options, relative to the data root
+
+    [search]
+    half_life_days = 365
+    decay_floor = 0.8
+    weights = { semantic = 1.0, lexical = 1.0, centrality = 0.2 }
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from uda.errors import ConfigError
+from uda.fusion import DEFAULT_WEIGHTS, Leg
+
+DEFAULT_ROOT = Path(".uda")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectorSpec:
+    """A connector by registry name, with its constructor options."""
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict[str, Any])
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchDefaults:
+    """Search settings a request may override."""
+
+    weights: Mapping[Leg, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    half_life_days: float = 365.0
+    decay_floor: float = 0.8
+    max_context_nodes: int = 25
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """A resolved profile: a name, a data root, connectors, and search defaults."""
+
+    name: str
+    root: Path
+    connectors: tuple[ConnectorSpec, ...]
+    search: SearchDefaults = field(default_factory=SearchDefaults)
+    model_path: str | None = None
+
+
+def embedded_profile(root: str | Path = DEFAULT_ROOT) -> Profile:
+    """The zero-server default: Chroma, networkx and SQLite under `root`."""
+    base = Path(root)
+    return Profile(
+        name="embedded",
+        root=base,
+        connectors=(
+            ConnectorSpec(name="sqlite", options={"path": str(base / "uda.sqlite3")}),
+            ConnectorSpec(name="chroma", options={"path": str(base / "chroma")}),
+            ConnectorSpec(name="networkx", options={"path": str(base / "graph")}),
+        ),
+    )
+
+
+def load_profile(target: str | Path | None = None, *, path: str | Path | None = None) -> Profile:
+    """Resolve what `uda.connect()` was given.
+
+    Args:
+        target: None or "embedded" (the default profile), a folder (embedded, rooted there),
+            or a `.toml` file.
+        path: the data root for the embedded profile (default `./.uda`).
+    """
+    if target is None or str(target) == "embedded":
+        return embedded_profile(path if path is not None else DEFAULT_ROOT)
+    candidate = Path(target)
+    if candidate.suffix == ".toml":
+        return _from_toml(candidate, path)
+    if candidate.exists() and not candidate.is_dir():
+        raise ConfigError(
+            f"{target!s} is neither a folder nor a .toml profile", field="target", value=target
+        )
+    return embedded_profile(candidate)
+
+
+def _from_toml(file: Path, root_override: str | Path | None) -> Profile:
+    try:
+        data = tomllib.loads(file.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"no profile file at {file}", field="target", value=str(file)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: {exc}", field="target", value=str(file)) from None
+    section = data.get("uda", {})
+    root = Path(root_override or section.get("path", DEFAULT_ROOT))
+    if not root.is_absolute():
+        root = file.parent / root
+    specs_data = data.get("connectors")
+    if specs_data is None:
+        base = embedded_profile(root)
+        specs = base.connectors
+    else:
+        specs = tuple(_connector_spec(item, root) for item in specs_data)
+    return Profile(
+        name=str(section.get("profile", file.stem)),
+        root=root,
+        connectors=specs,
+        search=_search_defaults(data.get("search", {})),
+        model_path=section.get("model_path"),
+    )
+
+
+def _connector_spec(item: Any, root: Path) -> ConnectorSpec:
+    if not isinstance(item, dict) or "name" not in item:
+        raise ConfigError("each [[connectors]] entry needs a name", field="connectors", value=item)
+    entry: dict[str, Any] = dict(item)  # pyright: ignore[reportUnknownArgumentType]
+    options = {k: v for k, v in entry.items() if k != "name"}
+    path = options.get("path")
+    if isinstance(path, str) and not Path(path).is_absolute():
+        options["path"] = str(root / path)
+    return ConnectorSpec(name=str(entry["name"]), options=options)
+
+
+def _search_defaults(section: Mapping[str, Any]) -> SearchDefaults:
+    defaults = SearchDefaults()
+    weights = dict(defaults.weights)
+    weights_section: dict[str, Any] = dict(section.get("weights", {}))
+    for leg, value in weights_section.items():
+        try:
+            weights[Leg(leg)] = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"unknown fusion leg {leg!r} in [search.weights]; use "
+                f"{', '.join(x.value for x in Leg)}",
+                field="search.weights",
+                value=leg,
+            ) from None
+    return SearchDefaults(
+        weights=weights,
+        half_life_days=float(section.get("half_life_days", defaults.half_life_days)),
+        decay_floor=float(section.get("decay_floor", defaults.decay_floor)),
+        max_context_nodes=int(section.get("max_context_nodes", defaults.max_context_nodes)),
+    )

@@ -1,0 +1,205 @@
+"""Context filters: validated against the ontology, evaluated on normalised values.
+
+A filter is `{field: value}` (equality), `{field: [v1, v2]}` (membership) or
+`{field: {"$gte": v, ...}}`. Field values are normalised the same way everywhere (strings,
+numbers, booleans; datetimes as epoch milliseconds, dates as epoch days), so the vector
+store's metadata, the system of record and the authoritative check in phase 3 agree.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from enum import Enum, StrEnum
+from typing import Any
+
+from ontology import Element, element_class, element_types
+from uda.errors import UnknownFilterFieldError
+
+Scalar = str | int | float | bool
+
+
+class Op(StrEnum):
+    """Comparison operators of a context filter."""
+
+    EQ = "$eq"
+    NE = "$ne"
+    IN = "$in"
+    NIN = "$nin"
+    GT = "$gt"
+    GTE = "$gte"
+    LT = "$lt"
+    LTE = "$lte"
+
+
+# Positive operators can be pushed down to a store without risk: a store that lacks the
+# field simply returns fewer candidates, and phase 3 re-checks everything anyway.
+PUSHDOWN_OPS = frozenset({Op.EQ, Op.IN, Op.GT, Op.GTE, Op.LT, Op.LTE})
+ORDERED_OPS = frozenset({Op.GT, Op.GTE, Op.LT, Op.LTE})
+
+# Fields that are not filterable: free text and the store's own bookkeeping.
+_NOT_FILTERABLE = frozenset({"text", "extras", "hlc", "version"})
+
+_EPOCH_DAY = date(1970, 1, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Predicate:
+    """One normalised comparison: `field op value`."""
+
+    field: str
+    op: Op
+    value: Scalar | tuple[Scalar, ...]
+
+    def matches(self, values: Mapping[str, Scalar]) -> bool:
+        """Evaluate on an element's normalised filter values.
+
+        An absent field matches only the negative operators.
+        """
+        present = self.field in values
+        actual = values.get(self.field)
+        match self.op:
+            case Op.EQ:
+                return present and actual == self.value
+            case Op.NE:
+                return not present or actual != self.value
+            case Op.IN:
+                return present and actual in typing.cast("tuple[Scalar, ...]", self.value)
+            case Op.NIN:
+                return not present or actual not in typing.cast("tuple[Scalar, ...]", self.value)
+            case _:
+                if (
+                    not present
+                    or isinstance(actual, bool)
+                    or isinstance(actual, str) != isinstance(self.value, str)
+                ):
+                    return False
+                return _compare(self.op, typing.cast("Any", actual), typing.cast("Any", self.value))
+
+
+def _compare(op: Op, actual: Any, bound: Any) -> bool:
+    if op is Op.GT:
+        return actual > bound
+    if op is Op.GTE:
+        return actual >= bound
+    if op is Op.LT:
+        return actual < bound
+    return actual <= bound
+
+
+def filterable_fields() -> dict[str, Any]:
+    """Every filterable field over the registered element types, with its annotation."""
+    fields: dict[str, Any] = {"element_type": str}
+    for type_name in element_types():
+        cls = element_class(type_name)
+        if cls is None:  # pragma: no cover - registry and its names agree
+            continue
+        for name, info in cls.model_fields.items():
+            if name not in _NOT_FILTERABLE:
+                fields.setdefault(name, info.annotation)
+    return fields
+
+
+def _base_type(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else str
+    return annotation
+
+
+def normalise(value: Any, annotation: Any = None) -> Scalar:
+    """Normalise a field value (or a filter operand for a field of `annotation`)."""
+    target = _base_type(annotation)
+    if isinstance(value, Enum):
+        return typing.cast("Scalar", value.value)
+    if isinstance(value, datetime) or (target is datetime and isinstance(value, str)):
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp() * 1000)
+    if isinstance(value, date) or (target is date and isinstance(value, str)):
+        day = date.fromisoformat(value) if isinstance(value, str) else value
+        return (day - _EPOCH_DAY).days
+    if isinstance(value, bool | int | float | str):
+        return value
+    raise TypeError(f"unsupported filter value {value!r}")
+
+
+def element_filter_values(element: Element) -> dict[str, Scalar]:
+    """The normalised, filterable values of an element (absent when None)."""
+    values: dict[str, Scalar] = {"element_type": element.type_name()}
+    for name, info in type(element).model_fields.items():
+        if name in _NOT_FILTERABLE:
+            continue
+        raw = getattr(element, name)
+        if raw is not None:
+            values[name] = normalise(raw, info.annotation)
+    return values
+
+
+def parse_filters(context_filters: Mapping[str, Any]) -> tuple[Predicate, ...]:
+    """Validate `context_filters` against the ontology and normalise them.
+
+    Raises:
+        UnknownFilterFieldError: an unknown field, operator, or an operand of the wrong type,
+            naming the field (and suggesting the closest known one).
+    """
+    fields = filterable_fields()
+    predicates: list[Predicate] = []
+    for field, spec in context_filters.items():
+        if field not in fields:
+            raise UnknownFilterFieldError(
+                f"no filterable field named {field!r}{_suggest(field, fields)}; "
+                f"filterable fields: {', '.join(sorted(fields))}",
+                field=f"context_filters.{field}",
+                value=field,
+            )
+        annotation = fields[field]
+        if isinstance(spec, Mapping):
+            items = list(typing.cast("Mapping[str, Any]", spec).items())
+        elif isinstance(spec, list | tuple | set | frozenset):
+            items = [(Op.IN.value, list(typing.cast("Any", spec)))]
+        else:
+            items = [(Op.EQ.value, spec)]
+        for op_name, operand in items:
+            predicates.append(_predicate(field, op_name, operand, annotation))
+    return tuple(predicates)
+
+
+def _predicate(field: str, op_name: str, operand: Any, annotation: Any) -> Predicate:
+    where = f"context_filters.{field}"
+    try:
+        op = Op(op_name)
+    except ValueError:
+        raise UnknownFilterFieldError(
+            f"unknown operator {op_name!r} for {field!r}: use one of "
+            f"{', '.join(o.value for o in Op)}",
+            field=where,
+            value=op_name,
+        ) from None
+    try:
+        if op in (Op.IN, Op.NIN):
+            if not isinstance(operand, list | tuple | set | frozenset) or not operand:
+                raise TypeError(f"{op.value} needs a non-empty list")
+            value: Scalar | tuple[Scalar, ...] = tuple(
+                normalise(v, annotation) for v in typing.cast("Any", operand)
+            )
+        else:
+            value = normalise(operand, annotation)
+        if op in ORDERED_OPS and isinstance(value, bool):
+            raise TypeError(f"{op.value} needs a number, date or string")
+    except (TypeError, ValueError) as exc:
+        raise UnknownFilterFieldError(
+            f"bad operand for {field!r} {op.value}: {exc}", field=where, value=operand
+        ) from None
+    return Predicate(field=field, op=op, value=value)
+
+
+def _suggest(field: str, fields: Mapping[str, Any]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(field, list(fields), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

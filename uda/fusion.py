@@ -1,0 +1,97 @@
+"""Ranking arithmetic: version decay, per-leg ranks, weighted Reciprocal Rank Fusion.
+
+Pure functions over plain data. Decay multiplies a leg's raw scores *before* that leg is
+ranked (see docs/adr/0004-decay-before-ranking.md): RRF scores are too compressed for a
+multiplicative factor applied after fusion to do anything but sort by recency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+RRF_K = 60
+SECONDS_PER_DAY = 86_400.0
+
+
+class Leg(StrEnum):
+    """A ranked signal that fusion combines."""
+
+    SEMANTIC = "semantic"
+    LEXICAL = "lexical"
+    CENTRALITY = "centrality"
+
+
+DEFAULT_WEIGHTS: Mapping[Leg, float] = {
+    Leg.SEMANTIC: 1.0,
+    Leg.LEXICAL: 1.0,
+    # Degree says how connected a node is, not whether it answers: start low (DESIGN.md).
+    Leg.CENTRALITY: 0.2,
+}
+
+
+def decay_factor(age_days: float, half_life_days: float, floor: float) -> float:
+    """`max(floor, 0.5 ** (age / half_life))`; a state from the future is not boosted."""
+    if half_life_days <= 0:
+        raise ValueError("half_life_days must be positive")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError("floor must be within [0, 1]")
+    age = max(age_days, 0.0)
+    return max(floor, 0.5 ** (age / half_life_days))
+
+
+def apply_decay(raw: float, factor: float) -> float:
+    """Scale a raw relevance score by a decay factor in (0, 1], always towards 'less relevant'.
+
+    Multiplying a negative score (a cosine below zero) by a factor below one would raise it,
+    so negative scores are divided instead: staleness never helps.
+    """
+    return raw * factor if raw >= 0 else raw / factor
+
+
+def ranks_by_score(scores: Mapping[str, float]) -> dict[str, int]:
+    """1-based ranks by score, highest first; ties broken by element id (deterministic)."""
+    ordered = sorted(scores, key=lambda key: (-scores[key], key))
+    return {key: position for position, key in enumerate(ordered, start=1)}
+
+
+def centrality_ranks(
+    centrality: Mapping[str, float], semantic_ranks: Mapping[str, int]
+) -> dict[str, int]:
+    """1-based ranks by centrality, highest first, of the candidates with any centrality.
+
+    Ties: better semantic rank first, then element id. A candidate with zero centrality
+    carries no graph signal and is not ranked, so a corpus without a graph changes nothing.
+    """
+    unranked = len(semantic_ranks) + 1
+    ranked = [key for key, value in centrality.items() if value > 0]
+    ranked.sort(key=lambda key: (-centrality[key], semantic_ranks.get(key, unranked), key))
+    return {key: position for position, key in enumerate(ranked, start=1)}
+
+
+def rrf_contributions(
+    ranks: Mapping[Leg, Mapping[str, int]],
+    weights: Mapping[Leg, float],
+    k: int = RRF_K,
+) -> dict[str, dict[Leg, float]]:
+    """Each candidate's contribution from each leg: `w_leg / (k + rank_leg)`.
+
+    A leg that does not rank a candidate adds nothing for it.
+    """
+    contributions: dict[str, dict[Leg, float]] = {}
+    for leg, leg_ranks in ranks.items():
+        weight = weights.get(leg, 0.0)
+        if weight == 0.0:
+            continue
+        for key, rank in leg_ranks.items():
+            contributions.setdefault(key, {})[leg] = weight / (k + rank)
+    return contributions
+
+
+def rrf(
+    ranks: Mapping[Leg, Mapping[str, int]],
+    weights: Mapping[Leg, float],
+    k: int = RRF_K,
+) -> dict[str, float]:
+    """Weighted Reciprocal Rank Fusion: `score(d) = sum_m w_m / (k + rank_m(d))`."""
+    return {key: sum(parts.values()) for key, parts in rrf_contributions(ranks, weights, k).items()}

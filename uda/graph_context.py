@@ -1,0 +1,95 @@
+"""Graph context over the *visible* subgraph: centrality and per-result context paths.
+
+Pure functions. The caller removes hidden nodes first; an edge survives only when both its
+ends are visible, so a hidden node contributes no context node, no edge, no path through it,
+and nothing to any count or centrality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from connectors.records import GraphEdge
+
+Adjacency = Mapping[str, Sequence[tuple[str, str, str]]]  # node -> (neighbour, relation, dir)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextHop:
+    """A context node of a result: reached over `relation` in `direction` from `via`."""
+
+    element_id: str
+    relation: str
+    direction: str
+    depth: int
+    via: str
+
+
+def visible_edges(edges: Iterable[GraphEdge], visible: set[str]) -> list[GraphEdge]:
+    """Edges whose both ends are visible, in a deterministic order."""
+    kept = {e.key: e for e in edges if e.source_id in visible and e.target_id in visible}
+    return [kept[key] for key in sorted(kept)]
+
+
+def adjacency(edges: Iterable[GraphEdge]) -> dict[str, list[tuple[str, str, str]]]:
+    """Both-direction adjacency lists, sorted for deterministic traversal."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for edge in edges:
+        out.setdefault(edge.source_id, []).append((edge.target_id, edge.relation, "out"))
+        if edge.target_id != edge.source_id:
+            out.setdefault(edge.target_id, []).append((edge.source_id, edge.relation, "in"))
+    for neighbours in out.values():
+        neighbours.sort(key=lambda n: (n[1], n[2], n[0]))
+    return out
+
+
+def degree_centrality(adj: Adjacency, candidates: Iterable[str]) -> dict[str, float]:
+    """Each candidate's number of incident visible edges in the expanded subgraph."""
+    return {c: float(len(adj.get(c, ()))) for c in candidates}
+
+
+def pagerank_centrality(
+    edges: Sequence[GraphEdge], seeds: Mapping[str, float], candidates: Iterable[str]
+) -> dict[str, float]:
+    """Personalized PageRank over the visible subgraph, seeded by the candidates' scores."""
+    wanted = list(candidates)
+    if not edges:
+        return dict.fromkeys(wanted, 0.0)
+    graph: nx.Graph[str] = nx.Graph()
+    graph.add_edges_from((e.source_id, e.target_id) for e in edges)
+    personalization = {n: max(seeds.get(n, 0.0), 0.0) for n in graph.nodes}
+    if sum(personalization.values()) <= 0:
+        return dict.fromkeys(wanted, 0.0)
+    ranks: dict[str, float] = nx.pagerank(graph, personalization=personalization)  # pyright: ignore[reportUnknownMemberType]
+    return {c: ranks.get(c, 0.0) for c in wanted}
+
+
+def context_hops(origin: str, adj: Adjacency, depth: int, limit: int) -> list[ContextHop]:
+    """Nodes within `depth` hops of `origin`, breadth first, at most `limit` of them."""
+    hops: list[ContextHop] = []
+    seen = {origin}
+    frontier = [origin]
+    for level in range(1, depth + 1):
+        following: list[str] = []
+        for node in frontier:
+            for neighbour, relation, direction in adj.get(node, ()):
+                if neighbour in seen:
+                    continue
+                if len(hops) >= limit:
+                    return hops
+                seen.add(neighbour)
+                following.append(neighbour)
+                hops.append(
+                    ContextHop(
+                        element_id=neighbour,
+                        relation=relation,
+                        direction=direction,
+                        depth=level,
+                        via=node,
+                    )
+                )
+        frontier = following
+    return hops

@@ -1,0 +1,371 @@
+"""Search results: Arrow record batches first, everything else wraps them.
+
+`to_batches()` is the one primitive; `to_arrow()`, `results`, `to_elements()` and
+`to_pandas()` are views of it (the LanceDB pattern). The schema is `ontology.result_schema()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from connectors.system_of_record import StoredState
+from ontology import Element, Sensitivity, element_class, result_schema
+from ontology.arrow import BASE_FIELDS, property_names
+from ontology.elements import ContextLink
+from uda.contracts import SearchResult
+from uda.fusion import Leg
+from uda.graph_context import ContextHop
+
+if TYPE_CHECKING:
+    from uda.plan import Plan
+
+_LEVELS = list(Sensitivity)
+_BATCH_ROWS = 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankedResult:
+    """A result as phase 3 produced it, with every leg's evidence for `explain()`."""
+
+    state: StoredState
+    score: float
+    snippet: str
+    decay: float
+    semantic_raw: float | None
+    lexical_raw: float | None
+    semantic_score: float | None
+    lexical_score: float | None
+    centrality: float
+    ranks: Mapping[Leg, int]
+    contributions: Mapping[Leg, float]
+    context: Sequence[tuple[ContextHop, StoredState]] = field(
+        default_factory=list[tuple[ContextHop, StoredState]]
+    )
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def _split_fields(state: StoredState) -> tuple[dict[str, Any], dict[str, str]]:
+    """Typed properties (the struct) and string extras of a stored state."""
+    cls = element_class(state.element_type)
+    payload = dict(state.payload)
+    payload.pop("element_type", None)
+    element = cls.model_validate(payload) if cls is not None else None
+    struct_names = set(property_names())
+    properties: dict[str, Any] = dict.fromkeys(struct_names)
+    extras: dict[str, str] = dict(payload.get("extras") or {})
+    if element is not None:
+        for name in type(element).model_fields:
+            if name in BASE_FIELDS:
+                continue
+            value = _plain(getattr(element, name))
+            if name in struct_names:
+                properties[name] = value
+            elif value is not None:
+                extras[name] = str(value)  # a user subclass's own field
+    return properties, extras
+
+
+def _node_common(state: StoredState) -> dict[str, Any]:
+    return {
+        "sensitivity": _LEVELS[state.sensitivity_rank].value,
+        "scope": state.scope,
+        "timestamp": datetime.fromtimestamp(state.timestamp_ms / 1000, tz=UTC),
+        "hlc": state.hlc,
+        "version": state.version,
+    }
+
+
+def _row(result: RankedResult) -> dict[str, Any]:
+    state = result.state
+    properties, extras = _split_fields(state)
+    context: list[dict[str, Any]] = []
+    for hop, node in result.context:
+        node_props, node_extras = _split_fields(node)
+        context.append(
+            {
+                "element_id": node.element_id,
+                "element_type": node.element_type,
+                "name": node.name,
+                "relation": hop.relation,
+                "direction": hop.direction,
+                "depth": hop.depth,
+                "via": hop.via,
+                **_node_common(node),
+                "properties": node_props,
+                "extras": list(node_extras.items()),
+            }
+        )
+    return {
+        "element_id": state.element_id,
+        "element_type": state.element_type,
+        "score": result.score,
+        "semantic_score": result.semantic_score,
+        "lexical_score": result.lexical_score,
+        "centrality": result.centrality,
+        "decay": result.decay,
+        "semantic_rank": result.ranks.get(Leg.SEMANTIC),
+        "lexical_rank": result.ranks.get(Leg.LEXICAL),
+        "centrality_rank": result.ranks.get(Leg.CENTRALITY),
+        "name": state.name,
+        "snippet": result.snippet,
+        **_node_common(state),
+        "properties": properties,
+        "extras": list(extras.items()),
+        "context_nodes": context,
+    }
+
+
+def _element_from(row: Mapping[str, Any]) -> Element:
+    cls = element_class(str(row["element_type"]))
+    if cls is None:
+        raise TypeError(f"element type {row['element_type']!r} is not registered here")
+    data: dict[str, Any] = {
+        "element_id": row["element_id"],
+        "name": row["name"],
+        "sensitivity": row["sensitivity"],
+        "scope": row["scope"],
+        "timestamp": row["timestamp"],
+        "hlc": row["hlc"],
+        "version": row["version"],
+    }
+    declared = set(cls.model_fields)
+    properties: dict[str, Any] = row.get("properties") or {}
+    for key, value in properties.items():
+        if key in declared and value is not None:
+            data[key] = value
+    extras: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = row.get("extras") or []
+    for key, value in pairs:
+        if key in declared:
+            data[key] = value
+        else:
+            extras[key] = value
+    data["extras"] = extras
+    return cls.model_validate(data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LegExplanation:
+    """One leg's evidence for one result."""
+
+    raw: float | None
+    score: float | None
+    rank: int | None
+    weight: float
+    contribution: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultExplanation:
+    """Why a result is where it is."""
+
+    element_id: str
+    name: str
+    score: float
+    decay: float
+    legs: Mapping[Leg, LegExplanation]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Explanation:
+    """The plan, the phase timings, and every leg's rank and contribution per result."""
+
+    plan: Plan
+    results: Sequence[ResultExplanation]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, for JSON."""
+        return {
+            "plan": self.plan.to_dict(),
+            "results": [
+                {
+                    "element_id": r.element_id,
+                    "name": r.name,
+                    "score": r.score,
+                    "decay": r.decay,
+                    "legs": {
+                        leg.value: {
+                            "raw": e.raw,
+                            "score": e.score,
+                            "rank": e.rank,
+                            "weight": e.weight,
+                            "contribution": e.contribution,
+                        }
+                        for leg, e in r.legs.items()
+                    },
+                }
+                for r in self.results
+            ],
+        }
+
+    def __str__(self) -> str:
+        lines = [self.plan.describe(), ""]
+        header = (
+            f"{'#':>2} {'score':>8} {'decay':>5}  "
+            + "  ".join(f"{leg.value:<24}" for leg in Leg)
+            + "  element"
+        )
+        lines.append(header)
+        for position, r in enumerate(self.results, start=1):
+            cells: list[str] = []
+            for leg in Leg:
+                e = r.legs[leg]
+                if e.rank is None:
+                    cells.append(f"{'-':<24}")
+                else:
+                    raw = "" if e.raw is None else f"{e.raw:.3f}->"
+                    shown = "" if e.score is None else f"{e.score:.3f}"
+                    cells.append(f"{f'#{e.rank} {raw}{shown} +{e.contribution:.4f}':<24}")
+            lines.append(
+                f"{position:>2} {r.score:8.5f} {r.decay:5.3f}  "
+                + "  ".join(cells)
+                + f"  {r.name} ({r.element_id})"
+            )
+        return "\n".join(lines)
+
+
+class SearchResponse:
+    """The answer to one search."""
+
+    def __init__(self, *, plan: Plan, ranked: Sequence[RankedResult]) -> None:
+        self.plan = plan
+        self._ranked = list(ranked)
+
+    def __len__(self) -> int:
+        return len(self._ranked)
+
+    def to_batches(self) -> pa.RecordBatchReader:
+        """The results as Arrow record batches in `ontology.result_schema()`."""
+        schema = result_schema()
+        rows = [_row(r) for r in self._ranked]
+        batches = [
+            pa.RecordBatch.from_pylist(rows[start : start + _BATCH_ROWS], schema=schema)
+            for start in range(0, len(rows), _BATCH_ROWS)
+        ] or [pa.RecordBatch.from_pylist([], schema=schema)]
+        return pa.RecordBatchReader.from_batches(schema, batches)
+
+    def to_arrow(self) -> pa.Table:
+        """The results as one Arrow table."""
+        return self.to_batches().read_all()
+
+    @cached_property
+    def _rows(self) -> list[dict[str, Any]]:
+        return self.to_arrow().to_pylist()
+
+    @property
+    def results(self) -> list[SearchResult]:
+        """The results as `SearchResult` models, best first."""
+        out: list[SearchResult] = []
+        for row in self._rows:
+            out.append(
+                SearchResult(
+                    element_id=row["element_id"],
+                    element_type=row["element_type"],
+                    score=row["score"],
+                    name=row["name"],
+                    snippet=row["snippet"],
+                    properties=_flat_properties(row),
+                    context_nodes=[
+                        {
+                            "element_id": n["element_id"],
+                            "element_type": n["element_type"],
+                            "name": n["name"],
+                            "relation": n["relation"],
+                            "direction": n["direction"],
+                            "depth": n["depth"],
+                            "via": n["via"],
+                            "properties": _flat_properties(n),
+                        }
+                        for n in row["context_nodes"]
+                    ],
+                )
+            )
+        return out
+
+    def to_elements(self) -> list[Element]:
+        """Typed ontology objects with their context attached (`doc.repository.name`)."""
+        elements: list[Element] = []
+        for row in self._rows:
+            links = [
+                ContextLink(
+                    relation=n["relation"],
+                    direction=n["direction"],
+                    depth=n["depth"],
+                    element=_element_from(n),
+                )
+                for n in row["context_nodes"]
+            ]
+            elements.append(_element_from(row).with_context(links))
+        return elements
+
+    def to_pandas(self) -> Any:
+        """The results as a pandas DataFrame (needs pandas)."""
+        table: Any = self.to_arrow()
+        return table.to_pandas()
+
+    def explain(self) -> Explanation:
+        """The plan and each leg's raw score, decayed score, rank and contribution."""
+        results: list[ResultExplanation] = []
+        for r in self._ranked:
+            raws = {
+                Leg.SEMANTIC: r.semantic_raw,
+                Leg.LEXICAL: r.lexical_raw,
+                Leg.CENTRALITY: r.centrality,
+            }
+            scored = {
+                Leg.SEMANTIC: r.semantic_score,
+                Leg.LEXICAL: r.lexical_score,
+                Leg.CENTRALITY: r.centrality,
+            }
+            results.append(
+                ResultExplanation(
+                    element_id=r.state.element_id,
+                    name=r.state.name,
+                    score=r.score,
+                    decay=r.decay,
+                    legs={
+                        leg: LegExplanation(
+                            raw=raws[leg] if leg is not Leg.CENTRALITY else None,
+                            score=scored[leg],
+                            rank=r.ranks.get(leg),
+                            weight=self.plan.weights.get(leg, 0.0),
+                            contribution=r.contributions.get(leg, 0.0),
+                        )
+                        for leg in Leg
+                    },
+                )
+            )
+        return Explanation(plan=self.plan, results=results)
+
+    def __repr__(self) -> str:
+        names = ", ".join(r.state.name for r in self._ranked[:3])
+        more = "" if len(self._ranked) <= 3 else ", ..."
+        return f"SearchResponse({len(self._ranked)} results: {names}{more})"
+
+
+def _flat_properties(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Declared, non-null properties plus common columns and extras, as one dict."""
+    props: dict[str, Any] = {
+        "name": row["name"],
+        "sensitivity": row["sensitivity"],
+        "scope": row["scope"],
+        "timestamp": row["timestamp"],
+        "hlc": row["hlc"],
+        "version": row["version"],
+    }
+    properties: dict[str, Any] = row.get("properties") or {}
+    props.update({k: v for k, v in properties.items() if v is not None})
+    extras: list[tuple[str, str]] = row.get("extras") or []
+    if extras:
+        props["extras"] = dict(extras)
+    return props
