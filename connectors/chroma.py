@@ -140,7 +140,13 @@ class ChromaConnector(Connector, VectorCapable):
         return self._collection
 
     async def upsert_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
-        """Upsert chunks by id, in batches Chroma accepts."""
+        """Add new chunks; update only the metadata of chunks already stored.
+
+        A chunk id names one version's chunk, so its embedding never changes. Re-sending the
+        embedding of a stored id makes hnswlib re-link that point, which was seen to leave
+        freshly added points unreachable by queries; a metadata-only update does not touch
+        the graph.
+        """
         missing = [c.chunk_id for c in chunks if c.embedding is None]
         if missing:
             raise ConnectorError(self.name, f"chunks without embeddings: {missing[:3]}")
@@ -149,12 +155,21 @@ class ChromaConnector(Connector, VectorCapable):
             collection = self._require()
             for start in range(0, len(chunks), _BATCH):
                 part = chunks[start : start + _BATCH]
-                collection.upsert(
-                    ids=[c.chunk_id for c in part],
-                    embeddings=[list(cast("Sequence[float]", c.embedding)) for c in part],
-                    metadatas=[_metadata(c) for c in part],
-                    documents=[c.text for c in part],
-                )
+                stored = set(collection.get(ids=[c.chunk_id for c in part], include=[])["ids"])
+                fresh = [c for c in part if c.chunk_id not in stored]
+                known = [c for c in part if c.chunk_id in stored]
+                if fresh:
+                    collection.add(
+                        ids=[c.chunk_id for c in fresh],
+                        embeddings=[list(cast("Sequence[float]", c.embedding)) for c in fresh],
+                        metadatas=[_metadata(c) for c in fresh],
+                        documents=[c.text for c in fresh],
+                    )
+                if known:
+                    collection.update(
+                        ids=[c.chunk_id for c in known],
+                        metadatas=[_metadata(c) for c in known],
+                    )
 
         await self._run(write)
 

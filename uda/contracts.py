@@ -35,6 +35,14 @@ class SearchRequest(BaseModel):
     graph_candidates: bool = False
     pool_size: int | None = Field(default=None, ge=1, le=1000)
 
+    @field_validator("limit", "expand_depth", "pool_size", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: object) -> object:
+        # JSON true is not an integer; pydantic's lax mode would read it as 1.
+        if isinstance(value, bool):
+            raise ValueError("expected an integer, not a boolean")
+        return value
+
     @field_validator("query")
     @classmethod
     def _query_not_blank(cls, value: str) -> str:

@@ -12,12 +12,13 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from enum import Enum, StrEnum
 from typing import Any
 
 from ontology import Element, element_class, element_types
 from uda.errors import UnknownFilterFieldError
+from uda.hlc import epoch_ms
 
 Scalar = str | int | float | bool
 
@@ -117,15 +118,38 @@ def normalise(value: Any, annotation: Any = None) -> Scalar:
         return typing.cast("Scalar", value.value)
     if isinstance(value, datetime) or (target is datetime and isinstance(value, str)):
         moment = datetime.fromisoformat(value) if isinstance(value, str) else value
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return int(moment.timestamp() * 1000)
+        return epoch_ms(moment)
     if isinstance(value, date) or (target is date and isinstance(value, str)):
         day = date.fromisoformat(value) if isinstance(value, str) else value
         return (day - _EPOCH_DAY).days
     if isinstance(value, bool | int | float | str):
         return value
     raise TypeError(f"unsupported filter value {value!r}")
+
+
+def normalise_operand(value: Any, annotation: Any) -> Scalar:
+    """Normalise a filter operand, checking it against the field's type.
+
+    Raises:
+        TypeError, ValueError: the operand cannot be a value of the field.
+    """
+    target = _base_type(annotation)
+    if isinstance(target, type) and issubclass(target, Enum) and not isinstance(value, Enum):
+        allowed = [m.value for m in target]
+        if value not in allowed:
+            raise ValueError(f"expected one of {allowed}")
+    elif target in (datetime, date):
+        if not isinstance(value, datetime | date | str):
+            raise TypeError(f"expected a {target.__name__} or an ISO string")
+    elif target is bool:
+        if not isinstance(value, bool):
+            raise TypeError("expected true or false")
+    elif target in (int, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError("expected a number")
+    elif target is str and not isinstance(value, str):
+        raise TypeError("expected a string")
+    return normalise(value, annotation)
 
 
 def element_filter_values(element: Element) -> dict[str, Scalar]:
@@ -185,17 +209,25 @@ def _predicate(field: str, op_name: str, operand: Any, annotation: Any) -> Predi
             if not isinstance(operand, list | tuple | set | frozenset) or not operand:
                 raise TypeError(f"{op.value} needs a non-empty list")
             value: Scalar | tuple[Scalar, ...] = tuple(
-                normalise(v, annotation) for v in typing.cast("Any", operand)
+                normalise_operand(v, annotation) for v in typing.cast("Any", operand)
             )
         else:
-            value = normalise(operand, annotation)
+            value = normalise_operand(operand, annotation)
+        if field == "element_type":
+            unknown = sorted(set(_values(value)) - set(element_types()))
+            if unknown:
+                raise ValueError(f"unknown element types {unknown}; known: {element_types()}")
         if op in ORDERED_OPS and isinstance(value, bool):
             raise TypeError(f"{op.value} needs a number, date or string")
     except (TypeError, ValueError) as exc:
         raise UnknownFilterFieldError(
-            f"bad operand for {field!r} {op.value}: {exc}", field=where, value=operand
+            f"bad operand {operand!r} for {field!r} {op.value}: {exc}", field=where, value=operand
         ) from None
     return Predicate(field=field, op=op, value=value)
+
+
+def _values(value: Scalar | tuple[Scalar, ...]) -> tuple[Scalar, ...]:
+    return value if isinstance(value, tuple) else (value,)
 
 
 def _suggest(field: str, fields: Mapping[str, Any]) -> str:

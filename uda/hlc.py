@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from uda.errors import ClockSkewError
 
@@ -44,11 +44,22 @@ def to_datetime(stamp: int) -> datetime:
     return datetime.fromtimestamp(physical_ms(stamp) / 1000, tz=UTC)
 
 
-def from_datetime(moment: datetime) -> int:
-    """The largest stamp within `moment`'s millisecond: `as_of` a datetime includes it whole."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch, exactly (integer arithmetic; naive means UTC).
+
+    `int(moment.timestamp() * 1000)` loses a millisecond for some instants to float rounding.
+    """
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return pack(int(moment.timestamp() * 1000), LOGICAL_MASK)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def from_datetime(moment: datetime) -> int:
+    """The largest stamp within `moment`'s millisecond: `as_of` a datetime includes it whole."""
+    return pack(epoch_ms(moment), LOGICAL_MASK)
 
 
 def wall_clock_ms() -> int:

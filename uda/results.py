@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from uda.plan import Plan
 
 _LEVELS = list(Sensitivity)
-_BATCH_ROWS = 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,12 +246,10 @@ class SearchResponse:
     def to_batches(self) -> pa.RecordBatchReader:
         """The results as Arrow record batches in `ontology.result_schema()`."""
         schema = result_schema()
-        rows = [_row(r) for r in self._ranked]
-        batches = [
-            pa.RecordBatch.from_pylist(rows[start : start + _BATCH_ROWS], schema=schema)
-            for start in range(0, len(rows), _BATCH_ROWS)
-        ] or [pa.RecordBatch.from_pylist([], schema=schema)]
-        return pa.RecordBatchReader.from_batches(schema, batches)
+        # One batch: results are bounded by `limit`, and one batch keeps one dictionary per
+        # dictionary column, which IPC files require.
+        batch = pa.RecordBatch.from_pylist([_row(r) for r in self._ranked], schema=schema)
+        return pa.RecordBatchReader.from_batches(schema, [batch])
 
     def to_arrow(self) -> pa.Table:
         """The results as one Arrow table."""

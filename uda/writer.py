@@ -28,7 +28,7 @@ from ontology import Element, KnowledgeAsset, Relation
 from uda.chunking import DEFAULT_MAX_TOKENS, chunk_text
 from uda.embedder import Embedder
 from uda.filters import element_filter_values
-from uda.hlc import HybridLogicalClock
+from uda.hlc import HybridLogicalClock, epoch_ms
 from uda.validation import (
     ElementInput,
     RelationInput,
@@ -97,7 +97,7 @@ def state_of(element: Element, *, version: int, hlc: int, tombstone: bool = Fals
         name=element.name,
         sensitivity_rank=element.sensitivity.rank,
         scope=element.scope,
-        timestamp_ms=int(element.timestamp.timestamp() * 1000),
+        timestamp_ms=epoch_ms(element.timestamp),
         tombstone=tombstone,
         content_hash=element.content_hash(),
         payload=payload,

@@ -1,0 +1,217 @@
+"""Planner unit tests over test doubles: capability selection, batching, concurrency.
+
+The doubles below are fakes of the *connector interface*, used only to count and time the
+planner's calls; every behaviour test elsewhere runs on the real backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import uda
+from connectors.base import Connector, GraphCapable, TextCapable, VectorCapable
+from connectors.records import ChunkHit, ChunkRecord, GraphEdge, GraphNode, SearchFilter, Subgraph
+from connectors.sqlite import SQLiteConnector
+from ontology import Document, Relation, Repository
+from uda.config import SearchDefaults
+from uda.contracts import SearchRequest
+from uda.hlc import HybridLogicalClock
+from uda.planner import Planner
+from uda.writer import Writer, derived_stores
+
+
+class FixedEmbedder:
+    """Test double: a deterministic 4-d embedding, no model."""
+
+    dimension = 4
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray([self.embed_query(t) for t in texts], dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        rng = np.random.default_rng(abs(hash(text)) % 2**32)
+        v = rng.normal(size=4).astype(np.float32)
+        return v / np.linalg.norm(v)
+
+
+class RecordingVectorDouble(Connector, VectorCapable):
+    """Test double of a vector store: brute force in memory, counting calls."""
+
+    def __init__(self, name: str, delay: float = 0.0) -> None:
+        self.name = name  # type: ignore[misc]
+        self.delay = delay
+        self.chunks: dict[str, ChunkRecord] = {}
+        self.search_calls = 0
+        self.active = 0
+        self.max_active_seen = 0
+
+    async def connect(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def upsert_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
+        self.chunks.update({c.chunk_id: c for c in chunks})
+
+    async def delete_chunks(self, element_ids: Sequence[str]) -> None:
+        self.chunks = {k: c for k, c in self.chunks.items() if c.element_id not in element_ids}
+
+    async def vector_search(
+        self, embedding: Sequence[float], k: int, search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        self.search_calls += 1
+        self.active += 1
+        SHARED_ACTIVITY.append(self.name)
+        await asyncio.sleep(self.delay)
+        self.max_active_seen = max(self.max_active_seen, len(set(SHARED_ACTIVITY)))
+        self.active -= 1
+        SHARED_ACTIVITY.remove(self.name)
+        q = np.asarray(embedding)
+        hits = [
+            ChunkHit(
+                chunk_id=c.chunk_id,
+                element_id=c.element_id,
+                version=c.version,
+                text=c.text,
+                score=float(np.dot(q, np.asarray(c.embedding))),
+            )
+            for c in self.chunks.values()
+            if search_filter.allows_chunk(c)
+        ]
+        return sorted(hits, key=lambda h: -h.score)[:k]
+
+
+SHARED_ACTIVITY: list[str] = []
+
+
+class RecordingGraphDouble(Connector, GraphCapable):
+    """Test double of a graph store: counts expand() calls and their batch sizes."""
+
+    name = "graph-double"
+
+    def __init__(self) -> None:
+        self.edges: dict[tuple[str, str, str], GraphEdge] = {}
+        self.expand_calls: list[int] = []
+
+    async def connect(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def upsert_nodes(self, nodes: Sequence[GraphNode]) -> None:
+        pass
+
+    async def upsert_edges(self, edges: Sequence[GraphEdge]) -> None:
+        self.edges.update({e.key: e for e in edges})
+
+    async def delete_nodes(self, element_ids: Sequence[str]) -> None:
+        pass
+
+    async def expand(
+        self,
+        element_ids: Sequence[str],
+        depth: int,
+        relations: Sequence[str] | None,
+        as_of: int | None,
+    ) -> Subgraph:
+        self.expand_calls.append(len(element_ids))
+        ids = set(element_ids)
+        edges = [e for e in self.edges.values() if e.source_id in ids or e.target_id in ids]
+        nodes = {n: "" for e in edges for n in (e.source_id, e.target_id)}
+        return Subgraph(nodes=nodes, edges=tuple(edges))
+
+
+async def _setup(
+    tmp_path: Path, connectors: list[Connector]
+) -> tuple[Planner, Writer, SQLiteConnector]:
+    sor = SQLiteConnector(tmp_path / "sor.sqlite3")
+    await sor.connect()
+    everything: list[Connector] = [sor, *connectors]
+    embedder = FixedEmbedder()
+    writer = Writer(
+        system_of_record=sor,
+        stores=derived_stores(everything),
+        embedder=embedder,
+        clock=HybridLogicalClock(),
+    )
+    planner = Planner(
+        connectors=everything, system_of_record=sor, embedder=embedder, defaults=SearchDefaults()
+    )
+    return planner, writer, sor
+
+
+async def test_one_batched_call_per_connector_per_phase(tmp_path: Path) -> None:
+    vectors = [RecordingVectorDouble("vec-a"), RecordingVectorDouble("vec-b")]
+    graph = RecordingGraphDouble()
+    planner, writer, sor = await _setup(tmp_path, [*vectors, graph])
+    docs = [
+        Document(element_id=f"d{i}", name=f"doc {i}", text=f"text {i}", sensitivity="public")
+        for i in range(30)
+    ]
+    repo = Repository(element_id="r", name="repo", sensitivity="public")
+    await writer.ingest(
+        [repo, *docs],
+        [Relation(source_id=d.element_id, relation="partOf", target_id="r") for d in docs],
+    )
+    response = await planner.search(SearchRequest(query="text", limit=10))
+    assert [v.search_calls for v in vectors] == [1, 1]
+    # One expansion call for the whole candidate batch, not one per candidate.
+    assert len(graph.expand_calls) == 1
+    assert graph.expand_calls[0] == 30
+    assert len(response) == 10
+    await sor.close()
+
+
+async def test_vector_legs_run_concurrently(tmp_path: Path) -> None:
+    vectors = [RecordingVectorDouble("slow-a", 0.2), RecordingVectorDouble("slow-b", 0.2)]
+    planner, writer, sor = await _setup(tmp_path, list(vectors))
+    await writer.ingest([Document(element_id="d", name="d", text="t", sensitivity="public")])
+    await planner.search(SearchRequest(query="t"))
+    # Both doubles were inside vector_search at the same moment (no timing involved).
+    assert max(v.max_active_seen for v in vectors) == 2
+    await sor.close()
+
+
+async def test_capabilities_select_connectors_by_isinstance(tmp_path: Path) -> None:
+    vector = RecordingVectorDouble("vec")
+    planner, _, sor = await _setup(tmp_path, [vector])
+    plan = planner.plan(SearchRequest(query="q"))
+    assert plan.vector_connectors == ("vec",)
+    assert plan.text_connectors == ("sqlite",)  # SQLite is TextCapable through FTS5
+    assert plan.graph_connectors == ()
+    assert isinstance(sor, TextCapable)
+    await sor.close()
+
+
+async def test_profile_without_vector_store_is_a_typed_error(tmp_path: Path) -> None:
+    sor = SQLiteConnector(tmp_path / "sor.sqlite3")
+    await sor.connect()
+    with pytest.raises(uda.MissingCapabilityError, match="VectorCapable"):
+        Planner(
+            connectors=[sor],
+            system_of_record=sor,
+            embedder=FixedEmbedder(),
+            defaults=SearchDefaults(),
+        )
+    await sor.close()
+
+
+async def test_no_graph_connector_means_no_centrality(tmp_path: Path) -> None:
+    planner, writer, sor = await _setup(tmp_path, [RecordingVectorDouble("vec")])
+    await writer.ingest(
+        [
+            Document(element_id=f"d{i}", name=f"d{i}", text="x", sensitivity="public")
+            for i in range(5)
+        ]
+    )
+    response = await planner.search(SearchRequest(query="x"))
+    table = response.to_arrow()
+    assert table.column("centrality_rank").null_count == len(response)
+    await sor.close()
