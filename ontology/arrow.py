@@ -109,7 +109,7 @@ def context_node_type() -> pa.StructType:
 
 @cache
 def result_schema() -> pa.Schema:
-    """The Arrow schema of search results (see docs/arrow-schema.md)."""
+    """The Arrow schema of search results (see docs/adr/0008-arrow-result-schema.md)."""
     dictionary = pa.dictionary(pa.int8(), pa.string())
     return pa.schema(
         [

@@ -69,6 +69,10 @@ class SentenceTransformerEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as transformers_logging
+
+                # A progress bar per model load is noise in CLI output and test logs.
+                transformers_logging.disable_progress_bar()
 
                 path = self._model_path or packaged_model_path()
                 self._model = SentenceTransformer(path, device="cpu")
