@@ -708,3 +708,47 @@ def test_unknown_clearance_entry_is_rejected_by_search(governed: uda.Client) -> 
         governed.search("release", clearance_scope=["public", "top-secret"])
     assert info.value.field == "clearance_scope"
     assert info.value.value == "top-secret"
+
+
+def test_a_flood_of_hidden_matches_does_not_starve_the_pool(client: uda.Client) -> None:
+    # More hidden chunks than the candidate pool (max(10 * limit, 50) = 50), each a better
+    # match than the visible document, all linked to it: a post-filter would return nothing.
+    query = "quarterly security audit of the storage cluster"
+    visible = Document(
+        element_id="doc-visible",
+        name="storage notes",
+        text="Notes on the storage cluster and its audit trail.",
+        sensitivity="public",
+        timestamp=TIMESTAMP,
+    )
+    client.ingest([visible])
+
+    def observe() -> list[dict[str, Any]]:
+        res = client.search(query, limit=1, clearance_scope=["internal"], expand_depth=2)
+        return res.to_arrow().to_pylist()
+
+    before = observe()
+    assert [row["element_id"] for row in before] == ["doc-visible"]
+
+    flood = [
+        Document(
+            element_id=f"hidden-{i:03d}",
+            name="quarterly security audit",
+            text=f"{query}, part {i}.",
+            sensitivity="confidential" if i % 2 else "internal",
+            scope=None if i % 2 else "project:vault",
+            timestamp=TIMESTAMP,
+        )
+        for i in range(120)
+    ]
+    relations = [(d.element_id, "relatedTo", "doc-visible") for d in flood]
+    report = client.ingest(flood, relations)
+    assert report.written == 120
+    assert report.edges == 120
+
+    after = observe()
+    assert after == before
+    # The flood is there for a caller who may see it, and outranks the visible document.
+    everyone = client.search(query, limit=5, clearance_scope=["confidential", "project:*"])
+    assert len(everyone) == 5
+    assert "doc-visible" not in [r.element_id for r in everyone.results]

@@ -34,6 +34,34 @@ def visible_edges(edges: Iterable[GraphEdge], visible: set[str]) -> list[GraphEd
     return [kept[key] for key in sorted(kept)]
 
 
+def within_reach(edges: Sequence[GraphEdge], seeds: Iterable[str], depth: int) -> list[GraphEdge]:
+    """The edges reachable from `seeds` within `depth` hops over `edges` alone.
+
+    The stores expanded from every phase-1 candidate; if a store's metadata was stale and a
+    hidden element got in, whatever was reached only through it must not count.
+    """
+    adj = adjacency(edges)
+    frontier = list(dict.fromkeys(seeds))
+    seen = set(frontier)
+    kept: dict[tuple[str, str, str], GraphEdge] = {}
+    by_key = {e.key: e for e in edges}
+    for _ in range(depth):
+        following: list[str] = []
+        for node in frontier:
+            for neighbour, relation, direction in adj.get(node, ()):
+                key = (
+                    (node, relation, neighbour)
+                    if direction == "out"
+                    else (neighbour, relation, node)
+                )
+                kept[key] = by_key[key]
+                if neighbour not in seen:
+                    seen.add(neighbour)
+                    following.append(neighbour)
+        frontier = following
+    return [kept[key] for key in sorted(kept)]
+
+
 def adjacency(edges: Iterable[GraphEdge]) -> dict[str, list[tuple[str, str, str]]]:
     """Both-direction adjacency lists, sorted for deterministic traversal."""
     out: dict[str, list[tuple[str, str, str]]] = {}

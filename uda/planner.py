@@ -37,6 +37,7 @@ from uda.graph_context import (
     degree_centrality,
     pagerank_centrality,
     visible_edges,
+    within_reach,
 )
 from uda.plan import Plan, make_plan
 from uda.results import RankedResult, SearchResponse
@@ -166,7 +167,8 @@ class Planner:
         except ConnectorError:
             raise
         visible = {eid for eid, state in states.items() if _visible(plan, state)}
-        seen_edges = visible_edges(edges, visible)
+        seeds = [eid for eid in candidate_ids if eid in visible]
+        seen_edges = within_reach(visible_edges(edges, visible), seeds, plan.expand_depth)
         adj = adjacency(seen_edges)
 
         semantic_raw = _leg_scores(phase1.semantic, states, visible)

@@ -1,0 +1,97 @@
+"""Defence in depth: a vector store whose metadata lags the system of record leaks nothing.
+
+The Chroma copy of a restricted chunk is rewritten to claim it is public, as a store that
+missed an update would. Phase 3 must still drop it, and nothing reachable only through it may
+enter the results or the context.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import chromadb
+from chromadb.config import Settings
+
+import uda
+from connectors.records import OPEN, GraphEdge
+from ontology import Document, Repository
+from uda.embedder import SentenceTransformerEmbedder
+from uda.graph_context import within_reach
+
+
+def test_within_reach_keeps_only_what_seeds_reach() -> None:
+    edges = [
+        GraphEdge(source_id="a", relation="relatedTo", target_id="b", valid_from=1),
+        GraphEdge(source_id="b", relation="relatedTo", target_id="c", valid_from=1),
+        GraphEdge(source_id="x", relation="relatedTo", target_id="y", valid_from=1),
+    ]
+    assert [e.key for e in within_reach(edges, ["a"], 1)] == [("a", "relatedTo", "b")]
+    assert len(within_reach(edges, ["a"], 2)) == 2
+    assert within_reach(edges, ["z"], 2) == []
+    assert all(e.valid_to == OPEN for e in within_reach(edges, ["c"], 2))
+
+
+def test_stale_vector_metadata_does_not_leak(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    secret = Document(
+        element_id="secret",
+        name="Merger plan",
+        text="The merger with Initech closes in March.",
+        sensitivity="restricted",
+    )
+    neighbour = Document(
+        element_id="neighbour",
+        name="Canteen menu",
+        text="Soup of the day is tomato.",
+        sensitivity="public",
+    )
+    canteen = Repository(element_id="canteen", name="canteen", sensitivity="public")
+    with uda.connect(path=tmp_path, embedder=embedder) as client:
+        client.ingest(
+            [secret, neighbour, canteen],
+            [("secret", "relatedTo", "neighbour"), ("neighbour", "partOf", "canteen")],
+        )
+        before = client.search(
+            "merger closes in March",
+            limit=5,
+            clearance_scope=["public"],
+            graph_candidates=True,
+            pool_size=1,
+            expand_depth=2,
+            decay=False,
+        ).to_arrow()
+
+    # Make the vector store's copy lie: the restricted chunk now claims to be public.
+    chroma = chromadb.PersistentClient(
+        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
+    )
+    collection = chroma.get_collection("uda_chunks")
+    stored = collection.get(where={"element_id": "secret"}, include=["metadatas"])
+    collection.update(ids=stored["ids"], metadatas=[{**m, "sens": 0} for m in stored["metadatas"]])
+    leaked = collection.query(
+        query_embeddings=[embedder.embed_query("merger closes in March").tolist()],
+        n_results=1,
+        where={"sens": {"$lte": 0}},
+    )
+    assert leaked["ids"][0][0].startswith("secret@")  # the store now hands it out
+
+    with uda.connect(path=tmp_path, embedder=embedder) as client:
+        res = client.search(
+            "merger closes in March",
+            limit=5,
+            clearance_scope=["public"],
+            graph_candidates=True,
+            pool_size=1,
+            expand_depth=2,
+            decay=False,
+        )
+        after = res.to_arrow()
+        explained = str(res.explain())
+    assert before.column("element_id").to_pylist() == ["neighbour"]  # on its own merit
+    ids = after.column("element_id").to_pylist()
+    assert "secret" not in ids
+    # The stale hit took the one-item pool, so the neighbour could now come only through the
+    # secret's graph expansion: it must not. (Recall suffers; nothing leaks.)
+    assert "neighbour" not in ids
+    assert "Merger plan" not in explained
