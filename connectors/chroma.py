@@ -21,6 +21,7 @@ T = TypeVar("T")
 
 _COLLECTION = "uda_chunks"
 _BATCH = 2000  # stays under Chroma's maximum batch size
+_OVERFETCH = 2  # unfiltered candidates fetched per wanted hit before the filtered query
 _NO_SCOPE = ""  # Chroma metadata cannot hold None
 _CHROMA_OPS = {
     Op.EQ: "$eq",
@@ -46,6 +47,46 @@ def _metadata(chunk: ChunkRecord) -> dict[str, Any]:
     # Filterable fields get a prefix so that they can never collide with the bookkeeping keys.
     meta.update({f"f_{k}": v for k, v in chunk.filter_values.items()})
     return meta
+
+
+def _hits(result: Any) -> list[tuple[ChunkHit, Mapping[str, Any]]]:
+    ids: list[str] = result["ids"][0]
+    metas: list[Mapping[str, Any]] = result["metadatas"][0]
+    docs: list[str | None] = result["documents"][0]
+    distances: list[float] = result["distances"][0]
+    return [
+        (
+            ChunkHit(
+                chunk_id=cid,
+                element_id=str(meta["element_id"]),
+                version=int(meta["version"]),
+                text=doc or "",
+                score=1.0 - float(dist),
+            ),
+            meta,
+        )
+        for cid, meta, doc, dist in zip(ids, metas, docs, distances, strict=True)
+    ]
+
+
+def _allows(search_filter: SearchFilter, meta: Mapping[str, Any]) -> bool:
+    """The filter's reference semantics applied to a chunk's Chroma metadata."""
+    chunk = ChunkRecord(
+        chunk_id="",
+        element_id=str(meta["element_id"]),
+        version=int(meta["version"]),
+        index=0,
+        text="",
+        embedding=None,
+        element_type=str(meta["etype"]),
+        name="",
+        sensitivity_rank=int(meta["sens"]),
+        scope=str(meta["scope"]) or None,
+        valid_from=int(meta["valid_from"]),
+        valid_to=int(meta["valid_to"]),
+        filter_values={k[2:]: v for k, v in meta.items() if k.startswith("f_")},
+    )
+    return search_filter.allows_chunk(chunk)
 
 
 def compile_where(search_filter: SearchFilter) -> dict[str, Any]:
@@ -184,31 +225,34 @@ class ChromaConnector(Connector, VectorCapable):
     async def vector_search(
         self, embedding: Sequence[float], k: int, search_filter: SearchFilter
     ) -> list[ChunkHit]:
-        """Nearest chunks under the pushed-down filter; score = 1 - cosine distance."""
+        """Nearest chunks passing the filter; score = 1 - cosine distance.
+
+        Chroma's filtered query is its slow path (several times the unfiltered one), so the
+        unfiltered index is over-fetched first and the filter applied to the returned
+        metadata; only when too few pass does the filtered query run. Either way the answer
+        is the top `k` chunks that pass, or all of them.
+        """
         where = compile_where(search_filter)
 
         def query() -> list[ChunkHit]:
             collection = self._require()
+            fetch = k * _OVERFETCH
+            result = collection.query(
+                query_embeddings=[list(embedding)],
+                n_results=fetch,
+                include=["metadatas", "documents", "distances"],
+            )
+            hits = _hits(result)
+            passing = [hit for hit, meta in hits if _allows(search_filter, meta)]
+            if len(passing) >= k or len(hits) < fetch:
+                return passing[:k]  # enough, or the whole collection was seen
             result = collection.query(
                 query_embeddings=[list(embedding)],
                 n_results=k,
                 where=where,
                 include=["metadatas", "documents", "distances"],
             )
-            ids = result["ids"][0]
-            metas: list[Mapping[str, Any]] = result["metadatas"][0]
-            docs: list[str] = result["documents"][0]
-            distances: list[float] = result["distances"][0]
-            return [
-                ChunkHit(
-                    chunk_id=cid,
-                    element_id=str(meta["element_id"]),
-                    version=int(meta["version"]),
-                    text=doc or "",
-                    score=1.0 - float(dist),
-                )
-                for cid, meta, doc, dist in zip(ids, metas, docs, distances, strict=True)
-            ]
+            return [hit for hit, _ in _hits(result)]
 
         return await self._run(query)
 

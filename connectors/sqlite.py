@@ -7,7 +7,9 @@ reads use a connection per worker thread, which WAL mode lets run beside the wri
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
+import math
 import re
 import sqlite3
 import threading
@@ -110,30 +112,14 @@ CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5vocab(temp, query_
 # document would move a caller's scores (docs/adr/0005-lexical-statistics-per-caller.md).
 BM25_K1 = 1.2
 BM25_B = 0.75
-_BM25_SQL = """
-WITH terms(term) AS (SELECT value FROM json_each(?)),
-visible AS (SELECT t.rowid AS doc, t.length FROM text_chunks t WHERE {where}),
-stats AS (SELECT count(*) AS n_docs, avg(length) AS avg_len FROM visible),
-occurrences AS (
-    SELECT v.doc AS doc, v.term AS term, count(*) AS tf
-    FROM text_vocab v JOIN terms ON v.term = terms.term
-    WHERE v.doc IN (SELECT doc FROM visible)
-    GROUP BY v.doc, v.term
-),
-df AS (SELECT term, count(*) AS n FROM occurrences GROUP BY term),
-scored AS (
-    SELECT o.doc AS doc, sum(
-        ln(1 + (stats.n_docs - df.n + 0.5) / (df.n + 0.5))
-        * o.tf * ({k1} + 1)
-        / (o.tf + {k1} * (1 - {b} + {b} * t.length / stats.avg_len))
-    ) AS score
-    FROM occurrences o JOIN df USING (term) JOIN text_chunks t ON t.rowid = o.doc, stats
-    GROUP BY o.doc
-)
-SELECT t.chunk_id, t.element_id, t.version, t.text, scored.score
-FROM scored JOIN text_chunks t ON t.rowid = scored.doc
-ORDER BY scored.score DESC, t.chunk_id
-LIMIT ?
+_VISIBLE_STATS_SQL = "SELECT count(*), avg(length) FROM text_chunks t WHERE {where}"
+_OCCURRENCES_SQL = """
+WITH terms(term) AS (SELECT value FROM json_each(?))
+SELECT v.doc, v.term, count(*), t.length, t.chunk_id
+FROM text_vocab v JOIN terms ON v.term = terms.term
+JOIN text_chunks t ON t.rowid = v.doc
+WHERE {where}
+GROUP BY v.doc, v.term
 """
 
 # Words too common to help BM25; dropping them keeps the FTS5 match set small.
@@ -557,20 +543,83 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         if not words:
             return []
         where, params = compile_filter(search_filter, table="t")
-        sql = _BM25_SQL.format(where=where, k1=BM25_K1, b=BM25_B)
 
         def query_rows() -> list[ChunkHit]:
             conn = self._reader()
             conn.execute("DELETE FROM temp.query_tokens")
             conn.execute("INSERT INTO temp.query_tokens (x) VALUES (?)", (" ".join(words),))
             terms = [row[0] for row in conn.execute("SELECT term FROM temp.query_terms")]
-            rows = conn.execute(sql, (json.dumps(terms), *params, k))
+            n_docs, avg_len = self._visible_stats(conn, where, params)
+            if not terms or not n_docs:
+                return []
+            rows = conn.execute(
+                _OCCURRENCES_SQL.format(where=where), (json.dumps(terms), *params)
+            ).fetchall()
+            best = bm25_top(rows, n_docs, avg_len, k)
+            found = conn.execute(
+                "SELECT rowid, element_id, version, text FROM text_chunks "
+                "WHERE rowid IN (SELECT value FROM json_each(?))",
+                (json.dumps([doc for doc, _, _ in best]),),
+            )
+            texts = {row[0]: row[1:] for row in found}
             return [
-                ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=r[4])
-                for r in rows
+                ChunkHit(
+                    chunk_id=chunk,
+                    element_id=texts[doc][0],
+                    version=texts[doc][1],
+                    text=texts[doc][2],
+                    score=score,
+                )
+                for doc, chunk, score in best
             ]
 
         return await self._run(query_rows)
+
+    def _visible_stats(
+        self, conn: sqlite3.Connection, where: str, params: Sequence[Any]
+    ) -> tuple[int, float]:
+        """Count and average length of the visible chunks, cached until the file changes.
+
+        `PRAGMA data_version` changes whenever another connection (this process's writer, or
+        another process) commits, so a cached value is never served stale.
+        """
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        cache: dict[tuple[str, tuple[Any, ...]], tuple[int, int, float]]
+        cache = getattr(self._local, "stats", None) or {}
+        self._local.stats = cache
+        key = (where, tuple(params))
+        hit = cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1], hit[2]
+        n_docs, avg_len = conn.execute(
+            _VISIBLE_STATS_SQL.format(where=where), tuple(params)
+        ).fetchone()
+        if len(cache) > 256:
+            cache.clear()
+        cache[key] = (version, int(n_docs), float(avg_len or 0.0))
+        return int(n_docs), float(avg_len or 0.0)
+
+
+def bm25_top(
+    rows: Sequence[tuple[int, str, int, int, str]], n_docs: int, avg_len: float, k: int
+) -> list[tuple[int, str, float]]:
+    """The `k` best `(rowid, chunk_id, score)` by BM25 (Lucene idf) from term occurrences.
+
+    `rows` are `(rowid, term, tf, length, chunk_id)` of visible chunks only; document
+    frequencies are counted from them, so hidden chunks weigh nothing.
+    """
+    df: dict[str, int] = {}
+    for _, term, _, _, _ in rows:
+        df[term] = df.get(term, 0) + 1
+    idf = {t: math.log(1 + (n_docs - n + 0.5) / (n + 0.5)) for t, n in df.items()}
+    scores: dict[int, float] = {}
+    chunk_ids: dict[int, str] = {}
+    for doc, term, tf, length, chunk in rows:
+        norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avg_len)
+        scores[doc] = scores.get(doc, 0.0) + idf[term] * tf * (BM25_K1 + 1) / norm
+        chunk_ids[doc] = chunk
+    ranked = heapq.nsmallest(k, scores, key=lambda d: (-scores[d], chunk_ids[d]))
+    return [(doc, chunk_ids[doc], scores[doc]) for doc in ranked]
 
 
 def _edge(row: Any) -> GraphEdge:

@@ -126,8 +126,11 @@ class Planner:
     # -- phase 1 --------------------------------------------------------------------------
     async def _phase1(self, plan: Plan, embedding: list[float]) -> _Phase1:
         k = plan.pool_size
-        vector_calls = [c.vector_search(embedding, k, plan.pushdown) for c in self._vector]
-        text_calls = [c.text_search(plan.request.query, k, plan.pushdown) for c in self._text]
+        # A leg whose weight is zero cannot change the ranking: do not run it.
+        vector = self._vector if plan.weights.get(Leg.SEMANTIC, 0.0) > 0 else []
+        text = self._text if plan.weights.get(Leg.LEXICAL, 0.0) > 0 else []
+        vector_calls = [c.vector_search(embedding, k, plan.pushdown) for c in vector]
+        text_calls = [c.text_search(plan.request.query, k, plan.pushdown) for c in text]
         results = await asyncio.gather(*vector_calls, *text_calls)
         out = _Phase1()
         for hits in results[: len(vector_calls)]:
