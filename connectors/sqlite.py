@@ -7,10 +7,7 @@ reads use a connection per worker thread, which WAL mode lets run beside the wri
 from __future__ import annotations
 
 import asyncio
-import heapq
 import json
-import math
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,165 +18,19 @@ from typing import Any, TypeVar
 import numpy as np
 
 from connectors.base import Connector, RelationalCapable, TextCapable
+from connectors.bm25 import bm25_top, query_words, token_count
 from connectors.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
 from connectors.sql_filters import compile_filter
+from connectors.sqlite_schema import (
+    OCCURRENCES_SQL,
+    QUERY_TOKENIZER,
+    SCHEMA,
+    VISIBLE_STATS_SQL,
+)
 from connectors.system_of_record import OutboxItem, StoredState, WriteBatch, chunk_id
 from uda.errors import ConnectorError
 
 T = TypeVar("T")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS states (
-    element_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    hlc INTEGER NOT NULL,
-    valid_to INTEGER NOT NULL,
-    element_type TEXT NOT NULL,
-    name TEXT NOT NULL,
-    sensitivity_rank INTEGER NOT NULL,
-    scope TEXT,
-    timestamp_ms INTEGER NOT NULL,
-    tombstone INTEGER NOT NULL,
-    content_hash TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    filter_values TEXT NOT NULL,
-    PRIMARY KEY (element_id, version)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS states_current ON states (element_id, valid_to);
-CREATE TABLE IF NOT EXISTS chunks (
-    chunk_id TEXT PRIMARY KEY,
-    element_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    idx INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    embedding BLOB
-);
-CREATE INDEX IF NOT EXISTS chunks_state ON chunks (element_id, version);
-CREATE TABLE IF NOT EXISTS edges (
-    source_id TEXT NOT NULL,
-    relation TEXT NOT NULL,
-    target_id TEXT NOT NULL,
-    valid_from INTEGER NOT NULL,
-    valid_to INTEGER NOT NULL,
-    PRIMARY KEY (source_id, relation, target_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS edges_target ON edges (target_id);
-CREATE TABLE IF NOT EXISTS outbox (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    store TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    key TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS outbox_store ON outbox (store, seq);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS text_chunks (
-    rowid INTEGER PRIMARY KEY,
-    chunk_id TEXT NOT NULL UNIQUE,
-    element_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    element_type TEXT NOT NULL,
-    sensitivity_rank INTEGER NOT NULL,
-    scope TEXT,
-    valid_from INTEGER NOT NULL,
-    valid_to INTEGER NOT NULL,
-    filter_values TEXT NOT NULL,
-    name TEXT NOT NULL,
-    text TEXT NOT NULL,
-    length INTEGER NOT NULL
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5(
-    name, text, content='text_chunks', content_rowid='rowid', tokenize='porter unicode61'
-);
-CREATE TRIGGER IF NOT EXISTS text_chunks_ai AFTER INSERT ON text_chunks BEGIN
-    INSERT INTO text_fts (rowid, name, text) VALUES (new.rowid, new.name, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS text_chunks_ad AFTER DELETE ON text_chunks BEGIN
-    INSERT INTO text_fts (text_fts, rowid, name, text)
-    VALUES ('delete', old.rowid, old.name, old.text);
-END;
-CREATE VIRTUAL TABLE IF NOT EXISTS text_vocab USING fts5vocab(text_fts, 'instance');
-"""
-
-# Per reader connection: a scratch FTS5 table with the same tokenizer, used to turn query
-# words into the index's stemmed terms exactly as the index would.
-_QUERY_TOKENIZER = """
-CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_tokens USING fts5(x, tokenize='porter unicode61');
-CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5vocab(temp, query_tokens, 'row');
-"""
-
-# BM25 (Lucene's idf) with the statistics of the chunks the caller may see, not of the whole
-# index: FTS5's own bm25() counts hidden chunks in idf and average length, so adding a hidden
-# document would move a caller's scores (docs/adr/0005-lexical-statistics-per-caller.md).
-BM25_K1 = 1.2
-BM25_B = 0.75
-_VISIBLE_STATS_SQL = "SELECT count(*), avg(length) FROM text_chunks t WHERE {where}"
-_OCCURRENCES_SQL = """
-WITH terms(term) AS (SELECT value FROM json_each(?))
-SELECT v.doc, v.term, count(*), t.length, t.chunk_id
-FROM text_vocab v JOIN terms ON v.term = terms.term
-JOIN text_chunks t ON t.rowid = v.doc
-WHERE {where}
-GROUP BY v.doc, v.term
-"""
-
-# Words too common to help BM25; dropping them keeps the FTS5 match set small.
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "how",
-        "do",
-        "does",
-        "did",
-        "can",
-    ]
-)
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def query_words(text: str) -> list[str]:
-    r"""The distinct words of a query, without stopwords (unless nothing else is left).
-
-    Words are `\\w+` runs: they cannot carry quotes or FTS5 operators.
-    """
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
-    return [w for w in words if w not in _STOPWORDS] or words
-
-
-def token_count(text: str) -> int:
-    """Tokens of a text as the unicode61 tokenizer splits it (stemming keeps the count)."""
-    return len(_WORD.findall(text))
 
 
 class SQLiteConnector(Connector, RelationalCapable, TextCapable):
@@ -209,7 +60,7 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
     def _open(self) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)
         writer = self._new_connection()
-        writer.executescript(_SCHEMA)
+        writer.executescript(SCHEMA)
         self._writer = writer
 
     def _new_connection(self) -> sqlite3.Connection:
@@ -236,7 +87,7 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
             if self._writer is None:
                 raise ConnectorError(self.name, "not connected: call connect() first")
             conn = self._new_connection()
-            conn.executescript(_QUERY_TOKENIZER)
+            conn.executescript(QUERY_TOKENIZER)
             self._local.conn = conn
         return conn
 
@@ -553,7 +404,7 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
             if not terms or not n_docs:
                 return []
             rows = conn.execute(
-                _OCCURRENCES_SQL.format(where=where), (json.dumps(terms), *params)
+                OCCURRENCES_SQL.format(where=where), (json.dumps(terms), *params)
             ).fetchall()
             best = bm25_top(rows, n_docs, avg_len, k)
             found = conn.execute(
@@ -592,34 +443,12 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         if hit is not None and hit[0] == version:
             return hit[1], hit[2]
         n_docs, avg_len = conn.execute(
-            _VISIBLE_STATS_SQL.format(where=where), tuple(params)
+            VISIBLE_STATS_SQL.format(where=where), tuple(params)
         ).fetchone()
         if len(cache) > 256:
             cache.clear()
         cache[key] = (version, int(n_docs), float(avg_len or 0.0))
         return int(n_docs), float(avg_len or 0.0)
-
-
-def bm25_top(
-    rows: Sequence[tuple[int, str, int, int, str]], n_docs: int, avg_len: float, k: int
-) -> list[tuple[int, str, float]]:
-    """The `k` best `(rowid, chunk_id, score)` by BM25 (Lucene idf) from term occurrences.
-
-    `rows` are `(rowid, term, tf, length, chunk_id)` of visible chunks only; document
-    frequencies are counted from them, so hidden chunks weigh nothing.
-    """
-    df: dict[str, int] = {}
-    for _, term, _, _, _ in rows:
-        df[term] = df.get(term, 0) + 1
-    idf = {t: math.log(1 + (n_docs - n + 0.5) / (n + 0.5)) for t, n in df.items()}
-    scores: dict[int, float] = {}
-    chunk_ids: dict[int, str] = {}
-    for doc, term, tf, length, chunk in rows:
-        norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avg_len)
-        scores[doc] = scores.get(doc, 0.0) + idf[term] * tf * (BM25_K1 + 1) / norm
-        chunk_ids[doc] = chunk
-    ranked = heapq.nsmallest(k, scores, key=lambda d: (-scores[d], chunk_ids[d]))
-    return [(doc, chunk_ids[doc], scores[doc]) for doc in ranked]
 
 
 def _edge(row: Any) -> GraphEdge:
