@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from connectors.records import ChunkHit, ChunkRecord, GraphEdge, GraphNode, SearchFilter, Subgraph
 from connectors.system_of_record import (
@@ -55,6 +55,14 @@ class VectorCapable(ABC):
         (over-fetch or filter inside the index; never filter a fixed top-k afterwards).
         """
 
+    @abstractmethod
+    async def chunk_states(self) -> dict[str, int]:
+        """Every stored chunk id with its `valid_to` (for `check`; reads the whole store)."""
+
+    @abstractmethod
+    async def delete_chunk_ids(self, chunk_ids: Sequence[str]) -> None:
+        """Remove these chunks, whatever element they claim (repair of extras)."""
+
 
 class TextCapable(ABC):
     """Indexes chunk text and ranks it lexically (BM25 or full-text search)."""
@@ -70,6 +78,27 @@ class TextCapable(ABC):
         `query` is the user's raw text: the connector must treat it as data, never as query
         syntax.
         """
+
+    @abstractmethod
+    async def text_chunk_states(self) -> dict[str, int]:
+        """Every stored chunk id with its `valid_to` (for `check`; reads the whole store)."""
+
+    @abstractmethod
+    async def delete_text_chunks(self, chunk_ids: Sequence[str]) -> None:
+        """Remove these chunks from the text index (repair of extras)."""
+
+    @abstractmethod
+    async def text_index_drift(self) -> int:
+        """How many entries of the search index disagree with the stored chunks.
+
+        A store whose index is derived from its chunks by a separate structure (SQLite's
+        FTS5 table) can lose or keep index entries behind the chunks' backs; 0 for a store
+        whose index cannot drift.
+        """
+
+    @abstractmethod
+    async def rebuild_text_index(self) -> None:
+        """Rebuild the search index from the stored chunks (a no-op where it cannot drift)."""
 
 
 class GraphCapable(ABC):
@@ -100,6 +129,18 @@ class GraphCapable(ABC):
         One call for the whole batch. `relations` limits the edge types followed (None: all);
         `as_of` selects the edges valid then (None: now).
         """
+
+    @abstractmethod
+    async def edge_states(self) -> dict[tuple[str, str, str], tuple[int, int]]:
+        """Every stored edge key with its `(valid_from, valid_to)` (for `check`)."""
+
+    @abstractmethod
+    async def node_ids(self) -> set[str]:
+        """Every stored node id (for `check`)."""
+
+    @abstractmethod
+    async def delete_edges(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        """Remove these edges, keeping their nodes (repair of extras)."""
 
 
 class RelationalCapable(ABC):
@@ -148,3 +189,33 @@ class RelationalCapable(ABC):
     @abstractmethod
     async def counts(self) -> Mapping[str, int]:
         """Sizes for `stats`: states, elements, chunks, edges, pending outbox entries."""
+
+    # What every derived store should hold, each in one query (uda/consistency.py).
+    @abstractmethod
+    async def expected_chunks(self) -> dict[str, int]:
+        """Every chunk id with the `valid_to` of its state: the vector and text stores' due."""
+
+    @abstractmethod
+    async def expected_edges(self) -> dict[tuple[str, str, str], tuple[int, int]]:
+        """Every edge key with its `(valid_from, valid_to)`: the graph stores' due."""
+
+    @abstractmethod
+    async def live_element_ids(self, prefix: str) -> list[str]:
+        """Ids of the elements that exist now (not tombstoned) and start with `prefix`."""
+
+    @abstractmethod
+    async def latest_versions(self) -> dict[str, int]:
+        """Every element id (tombstoned ones too: they stay graph nodes) and its newest version."""
+
+    @abstractmethod
+    async def pending_counts(self) -> dict[str, int]:
+        """Outbox entries not yet applied, per store (stores with none are left out)."""
+
+    @abstractmethod
+    async def enqueue(
+        self, store: str, kind: Literal["state", "edge"], keys: Sequence[tuple[str | int, ...]]
+    ) -> None:
+        """Add outbox entries for `store`: `(element_id, version)` states or edge keys.
+
+        The next drain re-sends them, exactly as after an interrupted write (repair).
+        """

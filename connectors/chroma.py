@@ -8,6 +8,7 @@ instead of filtering a fixed top-k afterwards, which would starve the candidate 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -221,6 +222,35 @@ class ChromaConnector(Connector, VectorCapable):
         await self._run(
             lambda: self._require().delete(where={"element_id": {"$in": list(element_ids)}})
         )
+
+    async def delete_chunk_ids(self, chunk_ids: Sequence[str]) -> None:
+        """Delete chunks by id."""
+
+        def delete() -> None:
+            collection = self._require()
+            for start in range(0, len(chunk_ids), _BATCH):
+                collection.delete(ids=list(chunk_ids[start : start + _BATCH]))
+
+        await self._run(delete)
+
+    async def chunk_states(self) -> dict[str, int]:
+        """Every stored chunk id with its `valid_to`, read page by page."""
+
+        def read() -> dict[str, int]:
+            collection = self._require()
+            states: dict[str, int] = {}
+            for offset in itertools.count(0, _BATCH):
+                page = collection.get(include=["metadatas"], limit=_BATCH, offset=offset)
+                ids: list[str] = page["ids"]
+                metas: list[Mapping[str, Any]] = page["metadatas"]
+                states.update(
+                    (cid, int(meta["valid_to"])) for cid, meta in zip(ids, metas, strict=True)
+                )
+                if len(ids) < _BATCH:
+                    break
+            return states
+
+        return await self._run(read)
 
     async def vector_search(
         self, embedding: Sequence[float], k: int, search_filter: SearchFilter

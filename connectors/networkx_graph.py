@@ -118,6 +118,10 @@ class NetworkXConnector(Connector, GraphCapable):
                 )
         elif kind == "delete":
             graph.remove_nodes_from([str(node) for node in rows])
+        elif kind == "unlink":
+            for source, relation, target in rows:
+                if graph.has_edge(source, target, key=relation):
+                    graph.remove_edge(source, target, key=relation)
 
     def _write(self, kind: str, rows: list[Any]) -> None:
         with self._lock:
@@ -141,6 +145,11 @@ class NetworkXConnector(Connector, GraphCapable):
     async def delete_nodes(self, element_ids: Sequence[str]) -> None:
         """Remove nodes and their edges."""
         await self._run(lambda: self._write("delete", list(element_ids)))
+
+    async def delete_edges(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        """Remove edges by (source, relation, target); their nodes stay."""
+        rows = [list(key) for key in keys]
+        await self._run(lambda: self._write("unlink", rows))
 
     # -- reads ------------------------------------------------------------------------------
     async def expand(
@@ -199,6 +208,19 @@ class NetworkXConnector(Connector, GraphCapable):
                 frontier = following
             nodes = {n: graph.nodes[n].get("type") or "" for n in seen}
         return Subgraph(nodes=nodes, edges=tuple(edges.values()))
+
+    async def edge_states(self) -> dict[tuple[str, str, str], tuple[int, int]]:
+        """Every edge key with its `(valid_from, valid_to)`."""
+        with self._lock:
+            return {
+                (s, r, t): (d["valid_from"], d["valid_to"])
+                for s, t, r, d in self._graph.edges(keys=True, data=True)
+            }
+
+    async def node_ids(self) -> set[str]:
+        """Every node id."""
+        with self._lock:
+            return set(self._graph.nodes)
 
     async def stats(self) -> dict[str, int]:
         """Node and current-edge counts."""

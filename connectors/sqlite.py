@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -22,9 +22,15 @@ from connectors.bm25 import bm25_top, query_words, token_count
 from connectors.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
 from connectors.sql_filters import compile_filter
 from connectors.sqlite_schema import (
+    EXPECTED_CHUNKS_SQL,
+    EXPECTED_EDGES_SQL,
+    LATEST_VERSIONS_SQL,
+    LIVE_EDGES_SQL,
     OCCURRENCES_SQL,
+    PENDING_COUNTS_SQL,
     QUERY_TOKENIZER,
     SCHEMA,
+    TEXT_INDEX_DRIFT_SQL,
     VISIBLE_STATS_SQL,
 )
 from connectors.system_of_record import OutboxItem, StoredState, WriteBatch, chunk_id
@@ -231,63 +237,39 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
 
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
         """Current edges touching any of the ids."""
-
-        def query() -> list[GraphEdge]:
-            ids = json.dumps(list(element_ids))
-            rows = self._reader().execute(
-                f"""SELECT source_id, relation, target_id, valid_from, valid_to FROM edges
-                    WHERE valid_to = {OPEN} AND (
-                        source_id IN (SELECT value FROM json_each(?1))
-                        OR target_id IN (SELECT value FROM json_each(?1)))""",  # noqa: S608
-                (ids,),
-            )
-            return [_edge(r) for r in rows]
-
-        return await self._run(query)
+        rows = await self._select(LIVE_EDGES_SQL, (json.dumps(list(element_ids)), OPEN))
+        return [_edge(r) for r in rows]
 
     async def last_hlc(self) -> int:
         """The highest HLC committed."""
-
-        def query() -> int:
-            row = self._reader().execute("SELECT value FROM meta WHERE key = 'hlc'").fetchone()
-            return int(row[0]) if row else 0
-
-        return await self._run(query)
+        rows = await self._select("SELECT value FROM meta WHERE key = 'hlc'")
+        return int(rows[0][0]) if rows else 0
 
     async def pending(self, store: str, limit: int) -> list[OutboxItem]:
         """Outbox entries for `store`, oldest first."""
-
-        def query() -> list[OutboxItem]:
-            rows = self._reader().execute(
-                "SELECT seq, kind, key FROM outbox WHERE store = ? ORDER BY seq LIMIT ?",
-                (store, limit),
-            )
-            return [
-                OutboxItem(seq=seq, store=store, kind=kind, key=tuple(json.loads(key)))
-                for seq, kind, key in rows
-            ]
-
-        return await self._run(query)
+        rows = await self._select(
+            "SELECT seq, kind, key FROM outbox WHERE store = ? ORDER BY seq LIMIT ?", (store, limit)
+        )
+        return [
+            OutboxItem(seq=seq, store=store, kind=kind, key=tuple(json.loads(key)))
+            for seq, kind, key in rows
+        ]
 
     async def acknowledge(self, store: str, items: Sequence[OutboxItem]) -> None:
         """Delete applied outbox entries."""
-
-        def write() -> None:
-            with self._transaction() as conn:
-                conn.executemany(
-                    "DELETE FROM outbox WHERE store = ? AND seq = ?",
-                    [(store, item.seq) for item in items],
-                )
-
-        await self._run(write)
+        await self._write_many(
+            "DELETE FROM outbox WHERE store = ? AND seq = ?", [(store, i.seq) for i in items]
+        )
 
     async def load_chunks(self, state_keys: Sequence[tuple[str, int]]) -> list[ChunkRecord]:
         """Chunks of the given states, with metadata from their state rows."""
 
         def query() -> list[ChunkRecord]:
+            # DISTINCT: a drain page may name a state twice (a repair re-sends a pending key),
+            # and a store must not get the same chunk twice in one upsert.
             rows = self._reader().execute(
                 """WITH keys(eid, ver) AS (
-                       SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                       SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                        FROM json_each(?))
                    SELECT c.element_id, c.version, c.idx, c.text, c.embedding, s.element_type,
                           s.name, s.sensitivity_rank, s.scope, s.hlc, s.valid_to, s.filter_values
@@ -325,7 +307,7 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         def query() -> list[GraphEdge]:
             rows = self._reader().execute(
                 """WITH keys(s, r, t) AS (
-                       SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+                       SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
                               json_extract(value, '$[2]') FROM json_each(?))
                    SELECT e.source_id, e.relation, e.target_id, e.valid_from, e.valid_to
                    FROM keys JOIN edges e
@@ -353,6 +335,51 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
             }
 
         return await self._run(query)
+
+    # -- consistency: what the derived stores should hold (uda/consistency.py) -------------
+    async def expected_chunks(self) -> dict[str, int]:
+        """Every chunk id with its state's `valid_to`."""
+        return dict(await self._select(EXPECTED_CHUNKS_SQL))
+
+    async def expected_edges(self) -> dict[tuple[str, str, str], tuple[int, int]]:
+        """Every edge key with its `(valid_from, valid_to)`."""
+        return {(s, r, t): (vf, vt) for s, r, t, vf, vt in await self._select(EXPECTED_EDGES_SQL)}
+
+    async def live_element_ids(self, prefix: str) -> list[str]:
+        """Current, non-tombstoned ids starting with `prefix`, sorted."""
+        rows = await self._select(
+            f"SELECT element_id FROM states WHERE valid_to = {OPEN} AND NOT tombstone "  # noqa: S608
+            "AND substr(element_id, 1, length(?1)) = ?1 ORDER BY element_id",
+            (prefix,),
+        )
+        return [row[0] for row in rows]
+
+    async def latest_versions(self) -> dict[str, int]:
+        """Every element id with its newest version (tombstones included)."""
+        return dict(await self._select(LATEST_VERSIONS_SQL))
+
+    async def pending_counts(self) -> dict[str, int]:
+        """Outbox entries per store."""
+        return dict(await self._select(PENDING_COUNTS_SQL))
+
+    async def enqueue(
+        self, store: str, kind: Literal["state", "edge"], keys: Sequence[tuple[str | int, ...]]
+    ) -> None:
+        """Add outbox entries for `store`, as a commit would have."""
+        await self._write_many(
+            "INSERT INTO outbox (store, kind, key) VALUES (?,?,?)",
+            [(store, kind, json.dumps(list(k))) for k in keys],
+        )
+
+    async def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return await self._run(lambda: self._reader().execute(sql, params).fetchall())
+
+    async def _write_many(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        def write() -> None:
+            with self._transaction() as conn:
+                conn.executemany(sql, rows)
+
+        await self._run(write)
 
     # -- lexical leg ------------------------------------------------------------------------
     async def upsert_text_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
@@ -387,6 +414,24 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
                 )
 
         await self._run(write)
+
+    async def text_chunk_states(self) -> dict[str, int]:
+        """Every chunk id in the text index with its `valid_to`."""
+        return dict(await self._select("SELECT chunk_id, valid_to FROM text_chunks"))
+
+    async def delete_text_chunks(self, chunk_ids: Sequence[str]) -> None:
+        """Delete chunks by id (the trigger drops their FTS5 entries)."""
+        await self._write_many(
+            "DELETE FROM text_chunks WHERE chunk_id = ?", [(cid,) for cid in chunk_ids]
+        )
+
+    async def text_index_drift(self) -> int:
+        """Chunks missing from the FTS5 index plus index entries without a chunk."""
+        return int((await self._select(TEXT_INDEX_DRIFT_SQL))[0][0])
+
+    async def rebuild_text_index(self) -> None:
+        """Rebuild FTS5 from `text_chunks` (its `delete` cannot mend entries it never had)."""
+        await self._write_many("INSERT INTO text_fts (text_fts) VALUES (?)", [("rebuild",)])
 
     async def text_search(self, query: str, k: int, search_filter: SearchFilter) -> list[ChunkHit]:
         """BM25 over chunk names and text, with the statistics of the visible chunks only."""

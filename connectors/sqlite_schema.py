@@ -93,3 +93,27 @@ JOIN text_chunks t ON t.rowid = v.doc
 WHERE {where}
 GROUP BY v.doc, v.term
 """
+
+LIVE_EDGES_SQL = """
+SELECT source_id, relation, target_id, valid_from, valid_to FROM edges
+WHERE valid_to = ?2 AND (
+    source_id IN (SELECT value FROM json_each(?1))
+    OR target_id IN (SELECT value FROM json_each(?1)))
+"""
+
+# What the derived stores should hold (uda/consistency.py), each in one statement.
+EXPECTED_CHUNKS_SQL = """
+SELECT c.chunk_id, s.valid_to FROM chunks c
+JOIN states s ON s.element_id = c.element_id AND s.version = c.version
+"""
+EXPECTED_EDGES_SQL = "SELECT source_id, relation, target_id, valid_from, valid_to FROM edges"
+LATEST_VERSIONS_SQL = "SELECT element_id, max(version) FROM states GROUP BY element_id"
+PENDING_COUNTS_SQL = "SELECT store, count(*) FROM outbox GROUP BY store"
+# FTS5 keeps one docsize row per indexed document: chunks without one cannot be found, and
+# entries without a chunk would lend their terms to whichever chunk reuses the rowid.
+TEXT_INDEX_DRIFT_SQL = """
+SELECT (SELECT count(*) FROM text_chunks t
+        WHERE NOT EXISTS (SELECT 1 FROM text_fts_docsize d WHERE d.id = t.rowid))
+     + (SELECT count(*) FROM text_fts_docsize d
+        WHERE NOT EXISTS (SELECT 1 FROM text_chunks t WHERE t.rowid = d.id))
+"""

@@ -60,6 +60,15 @@ def chunk_id(element_id: str, version: int, index: int) -> str:
     return f"{element_id}@{version}#{index}"
 
 
+def state_key(chunk: str) -> tuple[str, int]:
+    """The `(element_id, version)` of the state a chunk id belongs to.
+
+    Split at the last `@`: element ids may hold `@` and `#`, version and index cannot.
+    """
+    element_id, _, rest = chunk.rpartition("@")
+    return element_id, int(rest.partition("#")[0])
+
+
 @dataclass(frozen=True, kw_only=True)
 class WriteBatch:
     """Everything one ingest writes, committed atomically by the system of record.

@@ -62,6 +62,12 @@ class RecordingVectorDouble(Connector, VectorCapable):
     async def delete_chunks(self, element_ids: Sequence[str]) -> None:
         self.chunks = {k: c for k, c in self.chunks.items() if c.element_id not in element_ids}
 
+    async def chunk_states(self) -> dict[str, int]:
+        return {k: c.valid_to for k, c in self.chunks.items()}
+
+    async def delete_chunk_ids(self, chunk_ids: Sequence[str]) -> None:
+        self.chunks = {k: c for k, c in self.chunks.items() if k not in chunk_ids}
+
     async def vector_search(
         self, embedding: Sequence[float], k: int, search_filter: SearchFilter
     ) -> list[ChunkHit]:
@@ -113,6 +119,16 @@ class RecordingGraphDouble(Connector, GraphCapable):
 
     async def delete_nodes(self, element_ids: Sequence[str]) -> None:
         pass
+
+    async def edge_states(self) -> dict[tuple[str, str, str], tuple[int, int]]:
+        return {k: (e.valid_from, e.valid_to) for k, e in self.edges.items()}
+
+    async def node_ids(self) -> set[str]:
+        return {n for e in self.edges.values() for n in (e.source_id, e.target_id)}
+
+    async def delete_edges(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        for key in keys:
+            self.edges.pop(key, None)
 
     async def expand(
         self,

@@ -213,3 +213,25 @@ def test_killed_ingest_finishes_when_run_again(
     contents = assert_consistent(root)
     assert contents["states"] == N_DOCS + 2  # nothing duplicated
     assert contents["max_version"] == 1
+
+
+def test_changed_section_re_embeds_only_that_chunk(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    sections = ["# Install\n\nRun make.", "# Configure\n\nEdit uda.toml.", "# Use\n\nCall search."]
+    doc = Document(element_id="guide", name="Guide", text="\n\n".join(sections))
+    with uda.connect(path=tmp_path, embedder=embedder) as client:
+        first = client.ingest([doc])
+        assert (first.chunks, first.embedded) == (3, 3)
+        sections[1] = "# Configure\n\nEdit uda.toml, then restart."
+        changed = doc.model_copy(update={"text": "\n\n".join(sections)})
+        second = client.ingest([changed])
+        assert (second.written, second.chunks, second.embedded) == (1, 3, 1)
+        # Renaming changes every embedded text (the name prefixes each chunk).
+        renamed = changed.model_copy(update={"name": "User guide"})
+        assert client.ingest([renamed]).embedded == 3
+        res = client.search(
+            "restart after editing the config", limit=1, clearance_scope=["internal"]
+        )
+        assert res.results[0].element_id == "guide"
+        assert "restart" in (res.results[0].snippet or "")

@@ -35,6 +35,7 @@ from uda.errors import (
 
 if TYPE_CHECKING:
     from uda.client import AsyncClient, Client, aconnect, connect
+    from uda.consistency import ConsistencyReport, RepairReport
     from uda.results import Explanation, SearchResponse
     from uda.writer import IngestReport
 
@@ -45,6 +46,8 @@ _LAZY = {
     "Client": "uda.client",
     "aconnect": "uda.client",
     "connect": "uda.client",
+    "ConsistencyReport": "uda.consistency",
+    "RepairReport": "uda.consistency",
     "Explanation": "uda.results",
     "SearchResponse": "uda.results",
     "IngestReport": "uda.writer",
@@ -64,6 +67,7 @@ __all__ = [
     "ClockSkewError",
     "ConfigError",
     "ConnectorError",
+    "ConsistencyReport",
     "Explanation",
     "IngestReport",
     "InvalidElementError",
@@ -71,6 +75,7 @@ __all__ = [
     "MissingCapabilityError",
     "MissingElementError",
     "PlanError",
+    "RepairReport",
     "SearchRequest",
     "SearchResponse",
     "SearchResult",

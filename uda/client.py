@@ -17,7 +17,9 @@ from typing import Any, Self, TypedDict, TypeVar, Unpack
 
 from connectors.base import Connector, RelationalCapable
 from connectors.registry import connector_class
+from uda import consistency
 from uda.config import Profile, load_profile
+from uda.consistency import ConsistencyReport, RepairReport
 from uda.contracts import Centrality, SearchRequest
 from uda.embedder import Embedder, SentenceTransformerEmbedder
 from uda.errors import ConfigError, MissingCapabilityError
@@ -172,11 +174,37 @@ class AsyncClient:
         _, writer = self._require()
         return await writer.sync()
 
+    def _system_of_record(self) -> RelationalCapable:
+        self._require()
+        return next(c for c in self._connectors if isinstance(c, RelationalCapable))
+
+    async def element_ids(self, prefix: str = "") -> list[str]:
+        """Ids of the elements that exist now and start with `prefix` (e.g. one source's)."""
+        return await self._system_of_record().live_element_ids(prefix)
+
     async def stats(self) -> dict[str, Any]:
         """Counts from the system of record."""
-        self._require()
-        sor = next(c for c in self._connectors if isinstance(c, RelationalCapable))
+        sor = self._system_of_record()
         return {"profile": self.profile.name, **(await sor.counts())}
+
+    async def check(self) -> ConsistencyReport:
+        """Compare every derived store with the system of record; changes nothing.
+
+        The report names, per store, what is missing, extra or stale, and what the outbox
+        still holds (see `uda.consistency`).
+        """
+        sor = self._system_of_record()
+        return await consistency.check(sor, derived_stores(self._connectors))
+
+    async def repair(self, report: ConsistencyReport | None = None) -> RepairReport:
+        """Make every derived store match the system of record again, then check once more.
+
+        Args:
+            report: a check to work from (None: check now).
+        """
+        _, writer = self._require()
+        sor = self._system_of_record()
+        return await consistency.repair(sor, derived_stores(self._connectors), writer, report)
 
 
 class Client:
@@ -228,9 +256,21 @@ class Client:
         """Apply any pending outbox entries; see `AsyncClient.sync`."""
         return self._call(self._async.sync())
 
+    def element_ids(self, prefix: str = "") -> list[str]:
+        """Ids of live elements starting with `prefix`; see `AsyncClient.element_ids`."""
+        return self._call(self._async.element_ids(prefix))
+
     def stats(self) -> dict[str, Any]:
         """Counts from the system of record."""
         return self._call(self._async.stats())
+
+    def check(self) -> ConsistencyReport:
+        """Compare every derived store with the system of record; see `AsyncClient.check`."""
+        return self._call(self._async.check())
+
+    def repair(self, report: ConsistencyReport | None = None) -> RepairReport:
+        """Repair every derived store; see `AsyncClient.repair`."""
+        return self._call(self._async.repair(report))
 
     def close(self) -> None:
         """Close the connectors and stop the background loop. Idempotent."""

@@ -17,7 +17,7 @@ Order of work (docs/adr/0003-write-path-and-outbox.md):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -50,6 +50,7 @@ class IngestReport:
     deleted: int = 0
     not_found: int = 0
     chunks: int = 0
+    embedded: int = 0
     edges: int = 0
     edges_unchanged: int = 0
     hlc: int | None = None
@@ -143,7 +144,8 @@ class Writer:
             check_endpoints(edges, types_by_id)
 
             changed = [e for e in typed if _is_new_content(e, latest.get(e.element_id))]
-            chunk_texts = await asyncio.to_thread(self._chunk_and_embed, changed)
+            known = await self._previous_embeddings(changed, latest)
+            chunk_texts, embedded = await asyncio.to_thread(self._chunk_and_embed, changed, known)
             existing_edges = await self._sor.load_edges([r.key for r in edges])
             live = {e.key for e in existing_edges if e.valid_to == OPEN}
             new_edges = [r for r in edges if r.key not in live]
@@ -187,6 +189,7 @@ class Writer:
             written=len(changed),
             unchanged=len(typed) - len(changed),
             chunks=len(chunks),
+            embedded=embedded,
             edges=len(new_edges),
             edges_unchanged=len(edges) - len(new_edges),
             hlc=self._clock.last,
@@ -290,22 +293,47 @@ class Writer:
             if edge_keys:
                 await connector.upsert_edges(await self._sor.load_edges(edge_keys))
 
+    async def _previous_embeddings(
+        self, elements: Sequence[Element], latest: Mapping[str, StoredState]
+    ) -> dict[str, list[float]]:
+        """Embeddings of the previous states' chunks, by the exact text that was embedded."""
+        keys = [
+            (e.element_id, latest[e.element_id].version)
+            for e in elements
+            if isinstance(e, KnowledgeAsset) and e.element_id in latest
+        ]
+        if not keys:
+            return {}
+        return {
+            _embedded_text(chunk.name, chunk.text): list(chunk.embedding)
+            for chunk in await self._sor.load_chunks(keys)
+            if chunk.embedding is not None
+        }
+
     def _chunk_and_embed(
-        self, elements: Sequence[Element]
-    ) -> dict[str, list[tuple[str, list[float]]]]:
-        texts: list[str] = []
-        owners: list[tuple[str, str]] = []
+        self, elements: Sequence[Element], known: Mapping[str, list[float]]
+    ) -> tuple[dict[str, list[tuple[str, list[float]]]], int]:
+        """Chunks of each element with embeddings; only texts not in `known` are embedded.
+
+        Returns the chunks by element id and how many were embedded (the rest were reused).
+        """
+        pieces: list[tuple[str, str, str]] = []  # (element id, piece, embedded text)
         for element in elements:
             if isinstance(element, KnowledgeAsset):
                 for piece in chunk_text(element.text, self._max_chunk_tokens):
-                    # The name prefixes every chunk: titles carry much of the meaning.
-                    texts.append(f"{element.name}\n{piece}")
-                    owners.append((element.element_id, piece))
-        vectors = self._embedder.embed_documents(texts)
+                    pieces.append((element.element_id, piece, _embedded_text(element.name, piece)))
+        missing = list(dict.fromkeys(t for _, _, t in pieces if t not in known))
+        vectors = dict(zip(missing, self._embedder.embed_documents(missing), strict=True))
         out: dict[str, list[tuple[str, list[float]]]] = {}
-        for (element_id, piece), vector in zip(owners, vectors, strict=True):
-            out.setdefault(element_id, []).append((piece, vector.tolist()))
-        return out
+        for element_id, piece, text in pieces:
+            vector = known[text] if text in known else vectors[text].tolist()
+            out.setdefault(element_id, []).append((piece, vector))
+        return out, len(missing)
+
+
+def _embedded_text(name: str, piece: str) -> str:
+    # The name prefixes every chunk: titles carry much of the meaning.
+    return f"{name}\n{piece}"
 
 
 def _is_new_content(element: Element, latest: StoredState | None) -> bool:

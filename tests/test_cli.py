@@ -1,0 +1,179 @@
+"""The `uda` command, end to end on real stores: ingest, search formats, errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from uda.cli import EXIT_DIFFERENCES, EXIT_OK, EXIT_USAGE, main
+from uda.embedder import SentenceTransformerEmbedder
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "payments"
+    (root / "docs" / "adr").mkdir(parents=True)
+    (root / "README.md").write_text(
+        "---\nsensitivity: public\n---\n# Payments\n\nPayments are retried three times "
+        "with exponential backoff. See ADR-0001.\n"
+    )
+    (root / "docs" / "adr" / "0001-idempotency-keys.md").write_text(
+        "# 1. Use idempotency keys\n\nDate: 2025-03-01\n\n## Status\n\nAccepted\n\n"
+        "## Decision\n\nEvery payment attempt carries an idempotency key.\n"
+    )
+    (root / "docs" / "runbook.md").write_text(
+        "# Runbook\n\nWhen the payment provider times out, page the on-call engineer.\n"
+    )
+    return root
+
+
+@pytest.fixture
+def store(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Path:
+    # The embedder fixture loads the model once for the session; the CLI reuses it.
+    return tmp_path / "store"
+
+
+def run(store: Path, *args: str) -> int:
+    return main(["--path", str(store), *args])
+
+
+def test_ingest_then_search_table(
+    repo: Path, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(store, "ingest", str(repo)) == EXIT_OK
+    summary = capsys.readouterr().out
+    assert "payments: 4 elements written" in summary  # repository, README, ADR, runbook
+    assert run(store, "search", "what happens when a payment is retried?") == EXIT_OK
+    out = capsys.readouterr().out
+    assert "Payments" in out
+    assert "decision:" in out  # the README is governed by ADR-0001
+    assert run(store, "search", "payment retries", "--clearance", "public") == EXIT_OK
+    public = capsys.readouterr().out
+    assert "Payments" in public  # the README is public by its front matter
+    assert "Runbook" not in public  # internal by default
+    assert "Use idempotency keys" not in public  # internal: neither a result nor context
+    assert "decision:" not in public
+
+
+def test_second_ingest_is_incremental_and_deletes_vanished_files(
+    repo: Path, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(store, "ingest", str(repo)) == EXIT_OK
+    capsys.readouterr()
+    assert run(store, "ingest", str(repo)) == EXIT_OK
+    again = capsys.readouterr().out
+    assert "0 elements written" in again
+    assert "(0 embedded" in again
+    (repo / "docs" / "runbook.md").unlink()
+    assert run(store, "ingest", str(repo)) == EXIT_OK
+    assert "1 deleted" in capsys.readouterr().out
+    assert (
+        run(store, "search", "payment provider times out, page on-call", "--format", "json")
+        == EXIT_OK
+    )
+    ids = [r["element_id"] for r in json.loads(capsys.readouterr().out)["results"]]
+    assert not any(i.endswith("runbook.md") for i in ids)
+
+
+def test_json_and_arrow_formats(
+    repo: Path, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(store, "ingest", str(repo)) == EXIT_OK
+    capsys.readouterr()
+    assert run(store, "search", "idempotency", "--format", "json", "--explain") == EXIT_OK
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["results"]
+    assert payload["explain"]["plan"]["clearance"] == ["internal"]
+    target = tmp_path / "out.arrow"
+    assert (
+        run(store, "search", "idempotency", "--format", "arrow", "--output", str(target)) == EXIT_OK
+    )
+    with pa.ipc.open_stream(target.read_bytes()) as reader:
+        table = reader.read_all()
+    from ontology import result_schema
+
+    assert table.schema.equals(result_schema())
+    assert table.num_rows >= 1
+
+
+def test_filters_types_and_as_of(
+    repo: Path, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(store, "ingest", str(repo)) == EXIT_OK
+    capsys.readouterr()
+    assert (
+        run(store, "search", "payments", "--filter", "element_type=Decision", "--format", "json")
+        == EXIT_OK
+    )
+    types = {r["element_type"] for r in json.loads(capsys.readouterr().out)["results"]}
+    assert types == {"Decision"}
+    assert run(store, "search", "payments", "--as-of", "2000-01-01T00:00:00Z") == EXIT_OK
+    assert "no results" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["search", " "], "query"),
+        (["search", "x", "--limit", "0"], "limit"),
+        (["search", "x", "--clearance", "secret"], "secret"),
+        (["search", "x", "--filter", "colour=red"], "colour"),
+        (["search", "x", "--filter", "nonsense"], "--filter"),
+        (["search", "x", "--as-of", "yesterday"], "--as-of"),
+        (["ingest", "/no/such/folder"], "not a folder"),
+    ],
+)
+def test_errors_are_one_line_with_exit_2(
+    store: Path, args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(store, *args) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("uda: error:")
+    assert needle in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_check_sync_stats_and_ontology(
+    repo: Path, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(store, "ingest", str(repo)) == EXIT_OK
+    assert run(store, "check") == EXIT_OK
+    assert run(store, "sync") == EXIT_OK
+    assert run(store, "stats") == EXIT_OK
+    assert "elements" in capsys.readouterr().out
+    # Damage the vector store behind UDA's back: check must say so and exit 1.
+    import chromadb
+    from chromadb.config import Settings
+
+    collection = chromadb.PersistentClient(
+        path=str(store / "chroma"), settings=Settings(anonymized_telemetry=False)
+    ).get_collection("uda_chunks")
+    victim = collection.get(limit=1)["ids"][0]
+    collection.delete(ids=[victim])
+    assert run(store, "check") == EXIT_DIFFERENCES
+    assert victim in capsys.readouterr().out
+    assert run(store, "sync") == EXIT_OK
+    assert run(store, "check") == EXIT_OK
+    capsys.readouterr()
+    assert run(store, "ontology", "export") == EXIT_OK
+    schema = json.loads(capsys.readouterr().out)
+    assert "Decision" in schema["x-uda-element-types"]
+
+
+def test_installed_command_help_teaches() -> None:
+    exe = Path(sys.executable).with_name("uda")
+    out = subprocess.run(  # noqa: S603 - the project's own installed entry point
+        [str(exe), "search", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "examples:" in out
+    assert "--clearance" in out
+    assert "--format {table,json,arrow}" in out

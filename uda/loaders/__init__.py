@@ -1,0 +1,12 @@
+"""Loaders: turn real sources into ontology elements and relations, without any model call.
+
+from uda.loaders import load_repository
+src = load_repository("path/to/repo")
+client.ingest(src.elements, src.relations)
+"""
+
+from __future__ import annotations
+
+from uda.loaders.repository import LoadedSource, load_repository
+
+__all__ = ["LoadedSource", "load_repository"]
