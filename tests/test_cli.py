@@ -177,3 +177,58 @@ def test_installed_command_help_teaches() -> None:
     assert "examples:" in out
     assert "--clearance" in out
     assert "--format {table,json,arrow}" in out
+
+
+def _states(db: Path) -> int:
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return conn.execute("SELECT count(*) FROM states").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_after", [5, 60])
+def test_killed_uda_ingest_rerun_leaves_check_clean(
+    tmp_path: Path,
+    embedder: SentenceTransformerEmbedder,
+    kill_after: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import os
+    import signal
+    import time
+
+    source = tmp_path / "notes"
+    source.mkdir()
+    for i in range(120):
+        (source / f"note-{i:03d}.md").write_text(
+            f"# Note {i}\n\nThis note is about topic {i % 9} and widget {i * 7}.\n\n"
+            f"## Details\n\nGadget {i % 4} needs attention in release {i % 5}.\n"
+        )
+    store = tmp_path / "store"
+    exe = Path(sys.executable).with_name("uda")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(  # noqa: S603 - the project's own entry point
+        [str(exe), "--path", str(store), "ingest", str(source), "--batch", "8"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while _states(store / "uda.sqlite3") < kill_after and proc.poll() is None:
+        assert time.monotonic() < deadline, "the ingest made no progress"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert run(store, "ingest", str(source)) == EXIT_OK
+    assert run(store, "check") == EXIT_OK
+    capsys.readouterr()
+    assert run(store, "stats") == EXIT_OK
+    stats = capsys.readouterr().out
+    assert "  elements: 121" in stats  # 120 notes and the repository, none twice
+    assert "   pending: 0" in stats
