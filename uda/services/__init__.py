@@ -1,0 +1,1 @@
+"""Real database servers started from installed packages, on loopback, without Docker."""

@@ -1,0 +1,107 @@
+"""The shape every managed server shares: up, down, status, with state on disk.
+
+A service keeps its data and a `service.json` (port, pid, generated credentials; mode 0600)
+under `<root>/<name>/`. `up()` is idempotent (a running server is reused), `down()` too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceInfo:
+    """Where a running server listens and how to log in."""
+
+    name: str
+    host: str
+    port: int
+    pid: int | None = None
+    user: str | None = None
+    password: str | None = None
+    database: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (credentials included: keep it private)."""
+        return asdict(self)
+
+
+class ManagedService(ABC):
+    """A server process UDA starts and stops itself.
+
+    Args:
+        root: the folder under which every service keeps its data (`<root>/<name>/`).
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.home = self.root / self.name
+
+    @abstractmethod
+    def up(self) -> ServiceInfo:
+        """Start the server (or find it running) and return where it listens."""
+
+    @abstractmethod
+    def down(self) -> None:
+        """Stop the server if it runs; keep its data."""
+
+    @abstractmethod
+    def status(self) -> ServiceInfo | None:
+        """The running server, or None."""
+
+    # -- helpers for implementations ------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        """Where the service's port, pid and credentials are kept."""
+        return self.home / "service.json"
+
+    def load_state(self) -> dict[str, Any] | None:
+        """The saved state, if any."""
+        if not self.state_file.exists():
+            return None
+        loaded: dict[str, Any] = json.loads(self.state_file.read_text())
+        return loaded
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        """Save state readable by the owner only (it holds a password)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(state, out, indent=2)
+        os.replace(tmp, self.state_file)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def new_password() -> str:
+    """A generated password (URL-safe, 24 characters)."""
+    return secrets.token_urlsafe(18)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this pid exists."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
