@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 from connectors.base import Connector, VectorCapable
 from connectors.records import OPEN, ChunkHit, ChunkRecord, SearchFilter
 from uda.errors import ConnectorError
-from uda.filters import Op
+from uda.filters import ORDERED_OPS, Op
 
 T = TypeVar("T")
 
@@ -104,9 +104,11 @@ def compile_where(search_filter: SearchFilter) -> dict[str, Any]:
         clauses.append({"etype": {"$in": list(search_filter.element_types)}})
     for predicate in search_filter.predicates:
         op = _CHROMA_OPS.get(predicate.op)
-        if op is not None:
-            value = list(predicate.value) if isinstance(predicate.value, tuple) else predicate.value
-            clauses.append({f"f_{predicate.field}": {op: value}})
+        if op is None or (predicate.op in ORDERED_OPS and isinstance(predicate.value, str)):
+            # Chroma orders numbers only: string ranges are applied to the fetched metadata.
+            continue
+        value = list(predicate.value) if isinstance(predicate.value, tuple) else predicate.value
+        clauses.append({f"f_{predicate.field}": {op: value}})
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
@@ -262,6 +264,8 @@ class ChromaConnector(Connector, VectorCapable):
         metadata; only when too few pass does the filtered query run. Either way the answer
         is the top `k` chunks that pass, or all of them.
         """
+        if search_filter.element_types is not None and not search_filter.element_types:
+            return []  # no type may match (and Chroma rejects an empty `$in`)
         where = compile_where(search_filter)
 
         def query() -> list[ChunkHit]:
@@ -276,13 +280,21 @@ class ChromaConnector(Connector, VectorCapable):
             passing = [hit for hit, meta in hits if _allows(search_filter, meta)]
             if len(passing) >= k or len(hits) < fetch:
                 return passing[:k]  # enough, or the whole collection was seen
-            result = collection.query(
-                query_embeddings=[list(embedding)],
-                n_results=k,
-                where=where,
-                include=["metadatas", "documents", "distances"],
-            )
-            return [hit for hit, _ in _hits(result)]
+            # The filtered query; `where` may be looser than the filter (string ranges), so
+            # widen it until k hits pass in full or the matching chunks run out.
+            wanted = k
+            while True:
+                result = collection.query(
+                    query_embeddings=[list(embedding)],
+                    n_results=wanted,
+                    where=where,
+                    include=["metadatas", "documents", "distances"],
+                )
+                hits = _hits(result)
+                passing = [hit for hit, meta in hits if _allows(search_filter, meta)]
+                if len(passing) >= k or len(hits) < wanted:
+                    return passing[:k]
+                wanted *= 4
 
         return await self._run(query)
 

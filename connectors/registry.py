@@ -20,6 +20,8 @@ BUILTIN: dict[str, tuple[str, str]] = {
     "chroma": ("connectors.chroma:ChromaConnector", "pip install chromadb"),
     "networkx": ("connectors.networkx_graph:NetworkXConnector", "pip install networkx"),
     "sqlite": ("connectors.sqlite:SQLiteConnector", "sqlite3 ships with Python"),
+    "postgres": ("connectors.postgres:PostgresConnector", "pip install 'uda-query[server]'"),
+    "arcadedb": ("connectors.arcadedb:ArcadeDBConnector", "pip install 'uda-query[server]'"),
 }
 
 ENTRY_POINT_GROUP = "uda.connectors"

@@ -257,7 +257,9 @@ def test_future_timestamp_is_not_boosted(client: uda.Client) -> None:
     future = NEAR_NEW.model_copy(
         update={"element_id": "near-future", "timestamp": NOW + timedelta(days=400)}
     )
-    client.ingest([future, NEAR_NEW])
+    # Dated at ingest time, not at import: with a one-day half-life minutes already count.
+    fresh = NEAR_NEW.model_copy(update={"timestamp": datetime.now(UTC)})
+    client.ingest([future, fresh])
     res = client.search(TLS_QUERY, limit=4, clearance_scope=CLEAR, half_life=1.0, decay_floor=0.0)
     assert _row(res, "near-future")["decay"] == 1.0
     assert _row(res, "near-new")["decay"] == pytest.approx(1.0, abs=1e-3)

@@ -155,6 +155,26 @@ def _parser() -> argparse.ArgumentParser:
     export = ontology_commands.add_parser("export", help="JSON Schema of every element type")
     export.add_argument("--output", type=Path, default=None)
     commands.add_parser("demo", help="ingest this project's own docs and answer questions")
+    services = commands.add_parser(
+        "services",
+        help="start or stop the server profile's databases (no Docker needed)",
+        description="Start PostgreSQL+pgvector and ArcadeDB (and, with --with-chroma, a "
+        "Chroma server) on loopback from the installed packages, with generated credentials "
+        "and data under --root; `up` writes <root>/server.toml, a profile to pass as "
+        "`uda --profile <root>/server.toml ...`.",
+    )
+    services.add_argument("action", choices=["up", "down", "status"])
+    services.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="where the servers keep their data (default: <data folder>/services)",
+    )
+    services.add_argument(
+        "--with-chroma",
+        action="store_true",
+        help="also start a Chroma server as a second vector store",
+    )
     return parser
 
 
@@ -196,6 +216,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from uda.demo import main as demo_main
 
         return demo_main()
+    if args.command == "services":
+        return _services(args)
     if args.command == "ontology":
         from ontology import json_schema
 
@@ -216,6 +238,37 @@ def _dispatch(args: argparse.Namespace) -> int:
         stats = client.stats()
         print("\n".join(f"{key:>10}: {value}" for key, value in stats.items()))
         return EXIT_OK
+
+
+def _services(args: argparse.Namespace) -> int:
+    from uda.services import manage
+
+    data = Path(args.path or os.environ.get("UDA_PATH") or ".uda")
+    root: Path = args.root or data / "services"
+    if args.action == "up":
+        names = (*manage.DEFAULT, "chroma") if args.with_chroma else manage.DEFAULT
+        infos, profile = manage.up(root, names)
+        for name, info in infos.items():
+            print(f"{name:>9}: running on {info.host}:{info.port} (pid {info.pid})")
+        print(
+            f"profile written to {profile}\nnext: uda --profile {profile} ingest . && "
+            f'uda --profile {profile} search "..."'
+        )
+        return EXIT_OK
+    if args.action == "down":
+        stopped = manage.down(root)
+        print("stopped: " + (", ".join(stopped) or "nothing was running"))
+        return EXIT_OK
+    states = manage.status(root)
+    if not states:
+        print(f"no services under {root}; start them with `uda services up`")
+        return EXIT_DIFFERENCES
+    for name, info in states.items():
+        print(
+            f"{name:>9}: "
+            + (f"running on {info.host}:{info.port} (pid {info.pid})" if info else "stopped")
+        )
+    return EXIT_OK if all(states.values()) else EXIT_DIFFERENCES
 
 
 def _batched(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

@@ -18,6 +18,8 @@ A TOML file may name its own connectors and defaults:
 
 from __future__ import annotations
 
+import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -123,11 +125,30 @@ def _connector_spec(item: Any, root: Path) -> ConnectorSpec:
     if not isinstance(item, dict) or "name" not in item:
         raise ConfigError("each [[connectors]] entry needs a name", field="connectors", value=item)
     entry: dict[str, Any] = dict(item)  # pyright: ignore[reportUnknownArgumentType]
-    options = {k: v for k, v in entry.items() if k != "name"}
+    options = {k: _expand(v, k) for k, v in entry.items() if k != "name"}
     path = options.get("path")
     if isinstance(path, str) and not Path(path).is_absolute():
         options["path"] = str(root / path)
     return ConnectorSpec(name=str(entry["name"]), options=options)
+
+
+_UNSET_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+def _expand(value: Any, key: str) -> Any:
+    """`${VAR}` in a string option comes from the environment (passwords stay out of files)."""
+    if not isinstance(value, str):
+        return value
+    expanded = os.path.expandvars(value)
+    missing = _UNSET_VARIABLE.search(expanded)
+    if missing:
+        raise ConfigError(
+            f"connector option {key!r} uses ${{{missing.group(1)}}}, which is not set in the "
+            "environment",
+            field=f"connectors.{key}",
+            value=value,
+        )
+    return expanded
 
 
 def _search_defaults(section: Mapping[str, Any]) -> SearchDefaults:

