@@ -22,6 +22,10 @@ BUILTIN: dict[str, tuple[str, str]] = {
     "sqlite": ("connectors.sqlite:SQLiteConnector", "sqlite3 ships with Python"),
     "postgres": ("connectors.postgres:PostgresConnector", "pip install 'uda-query[server]'"),
     "arcadedb": ("connectors.arcadedb:ArcadeDBConnector", "pip install 'uda-query[server]'"),
+    "arcadedb-graph": (
+        "connectors.arcadedb:ArcadeDBGraphConnector",
+        "pip install 'uda-query[server]'",
+    ),
 }
 
 ENTRY_POINT_GROUP = "uda.connectors"

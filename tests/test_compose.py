@@ -50,7 +50,7 @@ def test_compose_profile_reads_passwords_from_the_environment(
     monkeypatch.setenv("UDA_ARCADEDB_PASSWORD", "arcade-secret")
     profile = load_profile(COMPOSE / "uda-server.toml")
     names = [spec.name for spec in profile.connectors]
-    assert names == ["postgres", "arcadedb"]
+    assert names == ["postgres", "arcadedb-graph"]
     assert all(name in BUILTIN for name in names)
     assert "pg-secret" in profile.connectors[0].options["dsn"]
     assert profile.connectors[1].options["password"] == "arcade-secret"  # noqa: S105

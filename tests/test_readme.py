@@ -21,6 +21,7 @@ README = ROOT / "README.md"
 TEXT = README.read_text()
 PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, flags=re.DOTALL)
 SHELL_BLOCKS = re.findall(r"```sh\n(.*?)```", TEXT, flags=re.DOTALL)
+CONSOLE_BLOCKS = re.findall(r"```console\n(.*?)```", TEXT, flags=re.DOTALL)
 
 
 def test_readme_has_code_blocks() -> None:
@@ -61,3 +62,27 @@ def test_readme_shell_commands_run(
             assert main(["--path", str(tmp_path / "store"), *words[1:]]) == EXIT_OK, words
             ran += 1
     assert ran >= 6
+
+
+def test_readme_console_sessions_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: SentenceTransformerEmbedder
+) -> None:
+    """`$ .venv/bin/uda ...` lines run in order from a scratch project (they start servers)."""
+    assert CONSOLE_BLOCKS
+    project = tmp_path / "project"
+    (project / "docs").mkdir(parents=True)
+    (project / "README.md").write_text("# Scratch\n\nStores are repaired by `uda sync`.\n")
+    monkeypatch.chdir(project)
+    ran = 0
+    try:
+        for block in CONSOLE_BLOCKS:
+            for line in block.splitlines():
+                if not line.startswith("$ "):
+                    continue
+                words = shlex.split(line[2:].split("#", 1)[0])
+                assert words[0] == ".venv/bin/uda", f"unexpected command in README: {words}"
+                assert main(words[1:]) == EXIT_OK, words
+                ran += 1
+    finally:
+        main(["services", "down"])  # never leave servers behind, even when a line failed
+    assert ran >= 5

@@ -55,7 +55,7 @@ def profile_text(infos: dict[str, ServiceInfo]) -> str:
         info = infos["arcadedb"]
         lines += [
             "[[connectors]]",
-            'name = "arcadedb"',
+            'name = "arcadedb-graph"',
             f"url = {_toml(f'http://{info.host}:{info.port}')}",
             f"database = {_toml(info.database or 'uda')}",
             f"user = {_toml(info.user or 'root')}",

@@ -1,0 +1,79 @@
+"""`uda services up | status | down` and the server profile, end to end on real servers."""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from uda.cli import EXIT_DIFFERENCES, EXIT_OK, main
+from uda.embedder import SentenceTransformerEmbedder
+
+
+@pytest.fixture(scope="module")
+def services_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("services")
+    yield root
+    main(["services", "down", "--root", str(root)])
+
+
+def test_services_up_search_status_down(
+    services_root: Path,
+    tmp_path: Path,
+    embedder: SentenceTransformerEmbedder,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = services_root
+    assert main(["services", "up", "--root", str(root)]) == EXIT_OK
+    first = capsys.readouterr().out
+    assert "postgres: running on 127.0.0.1:" in first
+    assert "arcadedb: running on 127.0.0.1:" in first
+    profile = root / "server.toml"
+    assert stat.S_IMODE(profile.stat().st_mode) == 0o600  # it holds credentials
+    # Idempotent: the same servers, the same ports.
+    assert main(["services", "up", "--root", str(root)]) == EXIT_OK
+    assert capsys.readouterr().out.splitlines()[:2] == first.splitlines()[:2]
+
+    docs = tmp_path / "handbook"
+    (docs / "docs" / "adr").mkdir(parents=True)
+    (docs / "README.md").write_text(
+        "---\nsensitivity: public\n---\n# Handbook\n\nDeploys happen on Tuesdays. See ADR-1.\n"
+    )
+    (docs / "docs" / "adr" / "0001-deploy-day.md").write_text(
+        "# 1. Deploy on Tuesdays\n\nDate: 2025-02-01\n\n## Status\n\nAccepted\n\n"
+        "## Decision\n\nWe deploy on Tuesdays so fixes land before the weekend.\n"
+    )
+    server = ["--profile", str(profile)]
+    assert main([*server, "ingest", str(docs)]) == EXIT_OK
+    assert "3 elements written" in capsys.readouterr().out
+    assert main([*server, "search", "when do we deploy?", "--format", "json"]) == EXIT_OK
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert {r["element_id"] for r in results} == {
+        "handbook:README.md",
+        "handbook:docs/adr/0001-deploy-day.md",
+    }
+    readme = next(r for r in results if r["element_type"] == "Document")
+    assert any(n["relation"] == "governedBy" for n in readme["context_nodes"])  # ArcadeDB
+    assert (
+        main([*server, "search", "when do we deploy?", "--clearance", "public", "--format", "json"])
+        == EXIT_OK
+    )
+    public = json.loads(capsys.readouterr().out)["results"]
+    assert [r["element_id"] for r in public] == ["handbook:README.md"]
+    assert public[0]["context_nodes"] == [
+        n for n in public[0]["context_nodes"] if n["relation"] != "governedBy"
+    ]
+    assert main([*server, "check"]) == EXIT_OK
+    capsys.readouterr()
+
+    assert main(["services", "status", "--root", str(root)]) == EXIT_OK
+    assert main(["services", "down", "--root", str(root)]) == EXIT_OK
+    assert main(["services", "status", "--root", str(root)]) == EXIT_DIFFERENCES
+    assert "stopped" in capsys.readouterr().out
+    # Data survives a restart.
+    assert main(["services", "up", "--root", str(root)]) == EXIT_OK
+    assert main([*server, "stats"]) == EXIT_OK
+    assert "  elements: 3" in capsys.readouterr().out
