@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection, sql
@@ -28,6 +27,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from connectors import postgres_sql as q
+from connectors import postgres_values as pv
 from connectors.base import Connector, RelationalCapable, TextCapable, VectorCapable
 from connectors.bm25 import BM25_B, BM25_K1
 from connectors.records import ChunkHit, ChunkRecord, GraphEdge, SearchFilter
@@ -187,7 +187,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
     # -- system of record -----------------------------------------------------------------
     async def commit(self, batch: WriteBatch) -> None:
         """Write states, chunks, retirements, edges and outbox entries in one transaction."""
-        _reject_unstorable(batch)
+        pv.reject_unstorable(batch)
         state_keys = {(s.element_id, s.version) for s in batch.states}
         state_keys |= {(eid, version) for eid, version, _ in batch.retire}
         outbox: list[tuple[str, str, str]] = []
@@ -232,7 +232,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
                             c.version,
                             c.index,
                             c.text,
-                            None if c.embedding is None else _vector(c.embedding),
+                            None if c.embedding is None else pv.vector(c.embedding),
                         )
                         for c in batch.chunks
                     ],
@@ -261,7 +261,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
     async def _states(
         self, element_ids: Sequence[str], as_of: int | None
     ) -> dict[str, StoredState]:
-        ids = _storable(element_ids)
+        ids = pv.storable(element_ids)
         if not ids:
             return {}
         rows = await self._select(q.states_sql(as_of), {"ids": ids, "as_of": as_of})
@@ -288,10 +288,10 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
 
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
         """Current edges touching any of the ids."""
-        ids = _storable(element_ids)
+        ids = pv.storable(element_ids)
         if not ids:
             return []
-        return [_edge(r) for r in await self._select(q.LIVE_EDGES, {"ids": ids})]
+        return [pv.edge(r) for r in await self._select(q.LIVE_EDGES, {"ids": ids})]
 
     async def last_hlc(self) -> int:
         """The highest HLC committed."""
@@ -362,7 +362,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
                 "t": [k[2] for k in wanted],
             },
         )
-        return [_edge(r) for r in rows]
+        return [pv.edge(r) for r in rows]
 
     async def counts(self) -> Mapping[str, int]:
         """Row counts for `stats`."""
@@ -417,7 +417,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
             raise ConnectorError(
                 self.name, f"embeddings not of dimension {self._dimension}: {wrong[:3]}"
             )
-        _reject_unstorable_chunks(chunks)
+        pv.reject_unstorable_chunks(chunks)
         await self._write_many(
             q.UPSERT_VECTOR_CHUNK,
             [
@@ -432,15 +432,15 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
                     c.valid_to,
                     Jsonb(dict(c.filter_values)),
                     c.text,
-                    _vector(c.embedding or ()),
+                    pv.vector(c.embedding or ()),
                 )
-                for c in _last_per_id(chunks)
+                for c in pv.last_per_id(chunks)
             ],
         )
 
     async def delete_chunks(self, element_ids: Sequence[str]) -> None:
         """Delete every chunk of the elements."""
-        ids = _storable(element_ids)
+        ids = pv.storable(element_ids)
         if ids:
             async with self._connection() as conn:
                 await conn.execute(
@@ -449,7 +449,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
 
     async def delete_chunk_ids(self, chunk_ids: Sequence[str]) -> None:
         """Delete chunks by id."""
-        ids = _storable(chunk_ids)
+        ids = pv.storable(chunk_ids)
         if ids:
             async with self._connection() as conn:
                 await conn.execute(
@@ -478,7 +478,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
         if k <= 0:
             return []
         where, params = q.compile_filter(search_filter, table="v")
-        params.update(q=_vector(embedding), k=int(k))
+        params.update(q=pv.vector(embedding), k=int(k))
         async with self._connection() as conn, conn.transaction():
             rows: list[Any] = []
             if not self._exact:
@@ -504,8 +504,8 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
         """Insert or replace chunks; re-index the terms of those whose text is new."""
         if not chunks:
             return
-        _reject_unstorable_chunks(chunks)
-        unique = _last_per_id(chunks)
+        pv.reject_unstorable_chunks(chunks)
+        unique = pv.last_per_id(chunks)
         async with self._connection() as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT chunk_id, name, text FROM text_chunks WHERE chunk_id = ANY(%s::text[])",
@@ -544,7 +544,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
 
     async def delete_text_chunks(self, chunk_ids: Sequence[str]) -> None:
         """Delete chunks by id (their term rows go with them)."""
-        ids = _storable(chunk_ids)
+        ids = pv.storable(chunk_ids)
         if ids:
             async with self._connection() as conn:
                 await conn.execute(
@@ -577,74 +577,3 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
 
 
 # -- helpers ---------------------------------------------------------------------------
-def _vector(values: Sequence[float]) -> np.ndarray[Any, np.dtype[np.float32]]:
-    return np.asarray(values, dtype=np.float32)
-
-
-def _edge(row: Sequence[Any]) -> GraphEdge:
-    return GraphEdge(
-        source_id=row[0], relation=row[1], target_id=row[2], valid_from=row[3], valid_to=row[4]
-    )
-
-
-def _storable(ids: Sequence[str]) -> list[str]:
-    """The distinct ids PostgreSQL could hold: no stored row has any of the others."""
-    return list(dict.fromkeys(i for i in ids if q.storable(i)))
-
-
-def _last_per_id(chunks: Sequence[ChunkRecord]) -> list[ChunkRecord]:
-    """One record per chunk id (the last wins): one statement cannot upsert a row twice."""
-    return list({c.chunk_id: c for c in chunks}.values())
-
-
-def _unstorable(value: object) -> bool:
-    if isinstance(value, str):
-        return not q.storable(value)
-    if isinstance(value, Mapping):
-        return any(_unstorable(k) or _unstorable(v) for k, v in value.items())  # type: ignore[misc]
-    if isinstance(value, list | tuple):
-        return any(_unstorable(v) for v in value)  # type: ignore[misc]
-    return False
-
-
-def _refuse(element_id: str, field: str, value: object) -> None:
-    raise UserError(
-        f"{field} of {element_id!r} holds a NUL character or a lone surrogate, which "
-        "PostgreSQL cannot store",
-        field=field,
-        value=value,
-    )
-
-
-def _reject_unstorable(batch: WriteBatch) -> None:
-    """Refuse the whole batch, before any write, if PostgreSQL could not store a value."""
-    for s in batch.states:
-        for field, value in (
-            ("element_id", s.element_id),
-            ("element_type", s.element_type),
-            ("name", s.name),
-            ("scope", s.scope),
-            ("payload", s.payload),
-            ("filter_values", s.filter_values),
-        ):
-            if _unstorable(value):
-                _refuse(s.element_id, field, value)
-    for c in batch.chunks:
-        if _unstorable(c.element_id) or _unstorable(c.text):
-            _refuse(c.element_id, "text", c.text)
-    for e in batch.edges:
-        if _unstorable(list(e.key)):
-            _refuse(e.source_id, "relation", list(e.key))
-
-
-def _reject_unstorable_chunks(chunks: Sequence[ChunkRecord]) -> None:
-    for c in chunks:
-        for field, value in (
-            ("chunk_id", c.chunk_id),
-            ("text", c.text),
-            ("name", c.name),
-            ("scope", c.scope),
-            ("filter_values", c.filter_values),
-        ):
-            if _unstorable(value):
-                _refuse(c.element_id, field, value)

@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from uda.errors import ConnectorError
-from uda.services.base import ManagedService, ServiceInfo, free_port, new_password
+from uda.services.base import (
+    ManagedService,
+    ServiceInfo,
+    log_tail,
+    new_password,
+    reuse_port,
+)
 
 HOST = "127.0.0.1"
 DATABASE = "uda"
@@ -68,7 +74,7 @@ class ArcadeDBService(ManagedService):
                 _stop(int(state["pid"]))
             state = {
                 "host": HOST,
-                "port": _reuse_port(state.get("port")),
+                "port": reuse_port(state.get("port")),
                 "pid": None,
                 "user": USER,
                 # Saved before the first start: ArcadeDB keeps the first root password.
@@ -151,7 +157,7 @@ class ArcadeDBService(ManagedService):
                 raise ConnectorError(
                     self.name,
                     f"the server exited with status {code} before it was ready"
-                    f"{_log_tail(self.home / 'server.log')}",
+                    f"{log_tail(self.home / 'server.log')}",
                 )
             probe = _probe(state)
             if probe == "ready":
@@ -168,7 +174,7 @@ class ArcadeDBService(ManagedService):
         _stop(process.pid)
         raise ConnectorError(
             self.name,
-            f"the server was not ready after {_TIMEOUT_S} s{_log_tail(self.home / 'server.log')}",
+            f"the server was not ready after {_TIMEOUT_S} s{log_tail(self.home / 'server.log')}",
         )
 
 
@@ -239,30 +245,6 @@ def _stop(pid: int) -> None:
         if not _ours(pid):
             return
         time.sleep(0.1)
-
-
-def _reuse_port(port: Any) -> int:
-    """The port used last time when it is still free (a stable URL), else a new one."""
-    import socket
-
-    if port:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            # A port the last server just closed lingers in TIME_WAIT; the server reuses it.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((HOST, int(port)))
-            except OSError:
-                return free_port(HOST)
-            return int(port)
-    return free_port(HOST)
-
-
-def _log_tail(log: Path, lines: int = 20) -> str:
-    try:
-        tail = log.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return ""
-    return "\n--- server log ---\n" + "\n".join(tail) if tail else ""
 
 
 def serve() -> int:

@@ -105,3 +105,28 @@ def pid_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def reuse_port(port: object, host: str = "127.0.0.1") -> int:
+    """The port used last time when it is still free (stable addresses), else a new one."""
+    if port:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # Connections of the last run linger in TIME_WAIT; the server binds past them.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, int(str(port))))
+            except OSError:
+                return free_port(host)
+            return int(str(port))
+    return free_port(host)
+
+
+def log_tail(log: Path, lines: int = 20) -> str:
+    """The last lines of a server log (a folder means its `server.log`), for error messages."""
+    if log.is_dir():
+        log = log / "server.log"
+    try:
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "\n--- server log ---\n" + "\n".join(tail) if tail else ""

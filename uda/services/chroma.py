@@ -14,7 +14,6 @@ import fcntl
 import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from uda.errors import ConnectorError, UserError
-from uda.services.base import ManagedService, ServiceInfo, free_port, pid_alive
+from uda.services.base import ManagedService, ServiceInfo, log_tail, pid_alive, reuse_port
 
 HOST = "127.0.0.1"
 HEARTBEAT = "/api/v2/heartbeat"
@@ -80,7 +79,7 @@ class ChromaService(ManagedService):
                 return running
             executable = chroma_executable()
             state = self.load_state() or {}
-            port = _reuse_port(state.get("port"))
+            port = reuse_port(state.get("port"))
             self.data_dir.mkdir(parents=True, exist_ok=True)
             command = [
                 str(executable),
@@ -152,7 +151,7 @@ class ChromaService(ManagedService):
             if code is not None:
                 self._process = None
                 raise ConnectorError(
-                    self.name, f"the server exited with code {code}{_log_tail(self.log_file)}"
+                    self.name, f"the server exited with code {code}{log_tail(self.log_file)}"
                 )
             if heartbeat(HOST, port):
                 return
@@ -161,7 +160,7 @@ class ChromaService(ManagedService):
         raise ConnectorError(
             self.name,
             f"no heartbeat on {HOST}:{port} after {self.start_timeout:.0f} s"
-            f"{_log_tail(self.log_file)}",
+            f"{log_tail(self.log_file)}",
         )
 
     def _running(self, pid: int) -> bool:
@@ -249,29 +248,8 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
-def _reuse_port(port: Any) -> int:
-    """The port used last time when it is still free (stable profiles), else a new one."""
-    previous = _int_or_none(port)
-    if previous:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((HOST, previous))
-            except OSError:
-                return free_port(HOST)
-            return previous
-    return free_port(HOST)
-
-
 def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int | str) and str(value).isdigit() else None
-
-
-def _log_tail(log: Path, lines: int = 20) -> str:
-    try:
-        tail = log.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return ""
-    return "\n--- server log ---\n" + "\n".join(tail) if tail else ""
 
 
 __all__ = ["ChromaService", "chroma_executable", "heartbeat"]

@@ -34,7 +34,14 @@ from typing import Any
 from urllib.parse import quote
 
 from uda.errors import ConnectorError, UserError
-from uda.services.base import ManagedService, ServiceInfo, free_port, new_password, pid_alive
+from uda.services.base import (
+    ManagedService,
+    ServiceInfo,
+    log_tail,
+    new_password,
+    pid_alive,
+    reuse_port,
+)
 
 HOST = "127.0.0.1"
 DATABASE = "uda"
@@ -113,7 +120,7 @@ class PostgresService(ManagedService):
             self.save_state(state)
             if not (data / "PG_VERSION").exists():
                 self._initdb(account, bin_dir, base, data, str(state["admin_password"]))
-            port = _reuse_port(int(state["port"] or 0))
+            port = reuse_port(int(state["port"] or 0))
             pid = self._start(account, bin_dir, data, port)
             state.update(port=port, pid=pid)
             self.save_state(state)
@@ -245,7 +252,7 @@ class PostgresService(ManagedService):
             raise ConnectorError(
                 self.name,
                 f"{what} failed ({done.returncode}): {done.stdout.strip()}"
-                f"{_log_tail(data / 'server.log')}",
+                f"{log_tail(data / 'server.log')}",
             )
         return done.stdout
 
@@ -302,7 +309,7 @@ class PostgresService(ManagedService):
         )
         pid = _postmaster_pid(data)
         if pid is None:
-            raise ConnectorError(self.name, f"the server did not start{_log_tail(data)}")
+            raise ConnectorError(self.name, f"the server did not start{log_tail(data)}")
         return pid
 
     def _bootstrap(self, state: Mapping[str, Any]) -> None:
@@ -453,30 +460,6 @@ def _listening(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def _reuse_port(port: int) -> int:
-    """The port used last time when it is still free (stable DSNs), else a new one."""
-    if port:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            # As PostgreSQL binds: connections of the last run in TIME_WAIT do not count.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((HOST, int(port)))
-            except OSError:
-                return free_port(HOST)
-            return int(port)
-    return free_port(HOST)
-
-
-def _log_tail(log: Path, lines: int = 20) -> str:
-    if log.is_dir():
-        log = log / "server.log"
-    try:
-        tail = log.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return ""
-    return "\n--- server log ---\n" + "\n".join(tail) if tail else ""
 
 
 __all__ = ["PostgresService", "dsn"]
