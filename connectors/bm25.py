@@ -1,77 +1,17 @@
-"""BM25 scoring and query words, as pure functions (the lexical leg's arithmetic).
+"""BM25 scoring as a pure function (the lexical leg's arithmetic).
 
-The SQLite connector supplies term occurrences of the *visible* chunks only; everything here
-is plain data in, plain data out.
+A connector supplies the term occurrences of the *visible* chunks only (terms from
+`connectors.analyzer`); everything here is plain data in, plain data out.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections.abc import Sequence
 
 BM25_K1 = 1.2
 BM25_B = 0.75
-
-# Words too common to help BM25; dropping them keeps the FTS5 match set small.
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "how",
-        "do",
-        "does",
-        "did",
-        "can",
-    ]
-)
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def query_words(text: str) -> list[str]:
-    r"""The distinct words of a query, without stopwords (unless nothing else is left).
-
-    Words are `\\w+` runs: they cannot carry quotes or FTS5 operators.
-    """
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
-    return [w for w in words if w not in _STOPWORDS] or words
-
-
-def token_count(text: str) -> int:
-    """Tokens of a text as the unicode61 tokenizer splits it (stemming keeps the count)."""
-    return len(_WORD.findall(text))
 
 
 def bm25_top(

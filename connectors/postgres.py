@@ -9,7 +9,8 @@ separately through the outbox, exactly as if they were three servers.
 Filtered vector search uses pgvector's iterative index scans, so a selective filter (a
 caller who may see 5 % of the chunks) still yields `k` visible chunks; if the scan stops
 short, an exact search under the same filter answers. BM25 is computed in SQL from
-per-chunk term frequencies with the statistics of the visible chunks only (ADR 5).
+per-chunk term frequencies (the terms of connectors/analyzer.py, as on SQLite) with the
+statistics of the visible chunks only (ADR 5).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from connectors import postgres_sql as q
+from connectors import postgres_text as lexical
 from connectors import postgres_values as pv
+from connectors.analyzer import query_terms
 from connectors.base import Connector, RelationalCapable, TextCapable, VectorCapable
 from connectors.bm25 import BM25_B, BM25_K1
 from connectors.records import ChunkHit, ChunkRecord, GraphEdge, SearchFilter
@@ -131,6 +134,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
             )
             await self._set_search_path(conn, local=True)
             await conn.execute(q.schema(self._dimension).encode())
+            await lexical.upgrade(conn)
             cur = await conn.execute(
                 "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
                 "WHERE attrelid = 'vector_chunks'::regclass AND attname = 'embedding'"
@@ -514,7 +518,7 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
             stored = {row[0]: (row[1], row[2]) for row in await cur.fetchall()}
             async with conn.cursor() as many:
                 await many.executemany(
-                    q.UPSERT_TEXT_CHUNK,
+                    lexical.UPSERT_TEXT_CHUNK,
                     [
                         (
                             c.chunk_id,
@@ -533,10 +537,8 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
                     ],
                 )
             # A metadata-only update (a retired state) leaves the term index alone.
-            fresh = [c.chunk_id for c in unique if stored.get(c.chunk_id) != (c.name, c.text)]
-            if fresh:
-                for statement in q.INDEX_TERMS:
-                    await conn.execute(statement.encode(), {"ids": fresh})
+            fresh = [c for c in unique if stored.get(c.chunk_id) != (c.name, c.text)]
+            await lexical.index_terms(conn, [(c.chunk_id, c.name, c.text) for c in fresh])
 
     async def text_chunk_states(self) -> dict[str, int]:
         """Every chunk id in the text store with its `valid_to`."""
@@ -553,23 +555,22 @@ class PostgresConnector(Connector, RelationalCapable, VectorCapable, TextCapable
 
     async def text_index_drift(self) -> int:
         """Chunks whose term rows do not add up to the length indexed with them."""
-        return int((await self._select(q.TEXT_INDEX_DRIFT))[0][0])
+        return int((await self._select(lexical.TEXT_INDEX_DRIFT))[0][0])
 
     async def rebuild_text_index(self) -> None:
         """Recompute every chunk's terms and length from its stored text."""
         async with self._connection() as conn, conn.transaction():
-            for statement in q.REBUILD_TERMS:
-                await conn.execute(statement.encode())
+            await lexical.rebuild_terms(conn)
 
     async def text_search(self, query: str, k: int, search_filter: SearchFilter) -> list[ChunkHit]:
         """BM25 over chunk names and text, with the statistics of the visible chunks only."""
-        # Text is data; what PostgreSQL cannot hold (NUL, lone surrogates) cannot match either.
-        text = query.encode("utf-8", "replace").decode("utf-8").replace("\x00", " ")
-        if k <= 0 or not text.strip():
+        # Terms are word characters: no NUL or lone surrogate reaches the server.
+        terms = query_terms(query)
+        if k <= 0 or not terms:
             return []
         where, params = q.compile_filter(search_filter, table="t")
-        params.update(query=text, k=int(k), k1=BM25_K1, b=BM25_B)
-        rows = await self._select(q.bm25_sql(where), params)
+        params.update(terms=terms, k=int(k), k1=BM25_K1, b=BM25_B)
+        rows = await self._select(lexical.bm25_sql(where), params)
         return [
             ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=float(r[4]))
             for r in rows

@@ -1,4 +1,4 @@
-"""SQLite: the embedded system of record (RelationalCapable) and a BM25 lexical leg (FTS5).
+"""SQLite: the embedded system of record (RelationalCapable) and a BM25 lexical leg.
 
 One database file. Writes go through one connection under a lock (SQLite has one writer);
 reads use a connection per worker thread, which WAL mode lets run beside the writer.
@@ -17,8 +17,9 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from connectors import sqlite_text
+from connectors.analyzer import query_terms
 from connectors.base import Connector, RelationalCapable, TextCapable
-from connectors.bm25 import bm25_top, query_words, token_count
 from connectors.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
 from connectors.sql_filters import compile_filter
 from connectors.sqlite_schema import (
@@ -26,9 +27,7 @@ from connectors.sqlite_schema import (
     EXPECTED_EDGES_SQL,
     LATEST_VERSIONS_SQL,
     LIVE_EDGES_SQL,
-    OCCURRENCES_SQL,
     PENDING_COUNTS_SQL,
-    QUERY_TOKENIZER,
     SCHEMA,
     TEXT_INDEX_DRIFT_SQL,
     VISIBLE_STATS_SQL,
@@ -67,6 +66,7 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         self._path.parent.mkdir(parents=True, exist_ok=True)
         writer = self._new_connection()
         writer.executescript(SCHEMA)
+        sqlite_text.upgrade(writer)
         self._writer = writer
 
     def _new_connection(self) -> sqlite3.Connection:
@@ -93,7 +93,6 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
             if self._writer is None:
                 raise ConnectorError(self.name, "not connected: call connect() first")
             conn = self._new_connection()
-            conn.executescript(QUERY_TOKENIZER)
             self._local.conn = conn
         return conn
 
@@ -383,35 +382,11 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
 
     # -- lexical leg ------------------------------------------------------------------------
     async def upsert_text_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
-        """Insert or replace chunks in the FTS5 index."""
+        """Insert or replace chunks and their terms."""
 
         def write() -> None:
             with self._transaction() as conn:
-                conn.executemany(
-                    "DELETE FROM text_chunks WHERE chunk_id = ?", [(c.chunk_id,) for c in chunks]
-                )
-                conn.executemany(
-                    "INSERT INTO text_chunks (chunk_id, element_id, version, element_type, "
-                    "sensitivity_rank, scope, valid_from, valid_to, filter_values, name, text, "
-                    "length) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    [
-                        (
-                            c.chunk_id,
-                            c.element_id,
-                            c.version,
-                            c.element_type,
-                            c.sensitivity_rank,
-                            c.scope,
-                            c.valid_from,
-                            c.valid_to,
-                            json.dumps(dict(c.filter_values)),
-                            c.name,
-                            c.text,
-                            token_count(c.name) + token_count(c.text),
-                        )
-                        for c in chunks
-                    ],
-                )
+                sqlite_text.index_chunks(conn, chunks)
 
         await self._run(write)
 
@@ -420,53 +395,40 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         return dict(await self._select("SELECT chunk_id, valid_to FROM text_chunks"))
 
     async def delete_text_chunks(self, chunk_ids: Sequence[str]) -> None:
-        """Delete chunks by id (the trigger drops their FTS5 entries)."""
+        """Delete chunks by id (the trigger drops their term rows)."""
         await self._write_many(
             "DELETE FROM text_chunks WHERE chunk_id = ?", [(cid,) for cid in chunk_ids]
         )
 
     async def text_index_drift(self) -> int:
-        """Chunks missing from the FTS5 index plus index entries without a chunk."""
+        """Chunks whose term rows do not add up to their length, plus orphaned term rows."""
         return int((await self._select(TEXT_INDEX_DRIFT_SQL))[0][0])
 
     async def rebuild_text_index(self) -> None:
-        """Rebuild FTS5 from `text_chunks` (its `delete` cannot mend entries it never had)."""
-        await self._write_many("INSERT INTO text_fts (text_fts) VALUES (?)", [("rebuild",)])
+        """Recompute every chunk's terms and length from its stored text."""
+
+        def write() -> None:
+            with self._transaction() as conn:
+                sqlite_text.rebuild_terms(conn)
+
+        await self._run(write)
 
     async def text_search(self, query: str, k: int, search_filter: SearchFilter) -> list[ChunkHit]:
         """BM25 over chunk names and text, with the statistics of the visible chunks only."""
-        words = query_words(query)
-        if not words:
+        terms = query_terms(query)
+        if not terms or k <= 0:
             return []
         where, params = compile_filter(search_filter, table="t")
 
         def query_rows() -> list[ChunkHit]:
             conn = self._reader()
-            conn.execute("DELETE FROM temp.query_tokens")
-            conn.execute("INSERT INTO temp.query_tokens (x) VALUES (?)", (" ".join(words),))
-            terms = [row[0] for row in conn.execute("SELECT term FROM temp.query_terms")]
             n_docs, avg_len = self._visible_stats(conn, where, params)
-            if not terms or not n_docs:
+            if not n_docs:
                 return []
-            rows = conn.execute(
-                OCCURRENCES_SQL.format(where=where), (json.dumps(terms), *params)
-            ).fetchall()
-            best = bm25_top(rows, n_docs, avg_len, k)
-            found = conn.execute(
-                "SELECT rowid, element_id, version, text FROM text_chunks "
-                "WHERE rowid IN (SELECT value FROM json_each(?))",
-                (json.dumps([doc for doc, _, _ in best]),),
-            )
-            texts = {row[0]: row[1:] for row in found}
+            best = sqlite_text.best_chunks(conn, terms, where, params, n_docs, avg_len, k)
             return [
-                ChunkHit(
-                    chunk_id=chunk,
-                    element_id=texts[doc][0],
-                    version=texts[doc][1],
-                    text=texts[doc][2],
-                    score=score,
-                )
-                for doc, chunk, score in best
+                ChunkHit(chunk_id=c, element_id=e, version=v, text=t, score=score)
+                for c, e, v, t, score in best
             ]
 
         return await self._run(query_rows)

@@ -61,25 +61,27 @@ CREATE TABLE IF NOT EXISTS text_chunks (
     text TEXT NOT NULL,
     length INTEGER NOT NULL
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5(
-    name, text, content='text_chunks', content_rowid='rowid', tokenize='porter unicode61'
-);
-CREATE TRIGGER IF NOT EXISTS text_chunks_ai AFTER INSERT ON text_chunks BEGIN
-    INSERT INTO text_fts (rowid, name, text) VALUES (new.rowid, new.name, new.text);
+-- The lexical index: one row per (term, chunk) with the term's frequency; the terms come
+-- from connectors/analyzer.py, the same on every backend.
+CREATE TABLE IF NOT EXISTS chunk_terms (
+    term TEXT NOT NULL,
+    doc INTEGER NOT NULL,
+    tf INTEGER NOT NULL,
+    PRIMARY KEY (term, doc)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chunk_terms_doc ON chunk_terms (doc);
+CREATE TRIGGER IF NOT EXISTS text_chunks_terms_ad AFTER DELETE ON text_chunks BEGIN
+    DELETE FROM chunk_terms WHERE doc = old.rowid;
 END;
-CREATE TRIGGER IF NOT EXISTS text_chunks_ad AFTER DELETE ON text_chunks BEGIN
-    INSERT INTO text_fts (text_fts, rowid, name, text)
-    VALUES ('delete', old.rowid, old.name, old.text);
-END;
-CREATE VIRTUAL TABLE IF NOT EXISTS text_vocab USING fts5vocab(text_fts, 'instance');
 """
 
-# Per reader connection: a scratch FTS5 table with the same tokenizer, used to turn query
-# words into the index's stemmed terms exactly as the index would.
-QUERY_TOKENIZER = """
-CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_tokens USING fts5(x, tokenize='porter unicode61');
-CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5vocab(temp, query_tokens, 'row');
-"""
+# Stores made before the shared analyzer kept an FTS5 index; it goes, and the terms are rebuilt.
+LEGACY_FTS = (
+    "DROP TRIGGER IF EXISTS text_chunks_ai",
+    "DROP TRIGGER IF EXISTS text_chunks_ad",
+    "DROP TABLE IF EXISTS text_vocab",
+    "DROP TABLE IF EXISTS text_fts",
+)
 
 # BM25 (Lucene's idf) with the statistics of the chunks the caller may see, not of the whole
 # index: FTS5's own bm25() counts hidden chunks in idf and average length, so adding a hidden
@@ -87,11 +89,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5vocab(temp, query_
 VISIBLE_STATS_SQL = "SELECT count(*), avg(length) FROM text_chunks t WHERE {where}"
 OCCURRENCES_SQL = """
 WITH terms(term) AS (SELECT value FROM json_each(?))
-SELECT v.doc, v.term, count(*), t.length, t.chunk_id
-FROM text_vocab v JOIN terms ON v.term = terms.term
-JOIN text_chunks t ON t.rowid = v.doc
+SELECT c.doc, c.term, c.tf, t.length, t.chunk_id
+FROM terms JOIN chunk_terms c ON c.term = terms.term
+JOIN text_chunks t ON t.rowid = c.doc
 WHERE {where}
-GROUP BY v.doc, v.term
 """
 
 LIVE_EDGES_SQL = """
@@ -109,11 +110,11 @@ JOIN states s ON s.element_id = c.element_id AND s.version = c.version
 EXPECTED_EDGES_SQL = "SELECT source_id, relation, target_id, valid_from, valid_to FROM edges"
 LATEST_VERSIONS_SQL = "SELECT element_id, max(version) FROM states GROUP BY element_id"
 PENDING_COUNTS_SQL = "SELECT store, count(*) FROM outbox GROUP BY store"
-# FTS5 keeps one docsize row per indexed document: chunks without one cannot be found, and
-# entries without a chunk would lend their terms to whichever chunk reuses the rowid.
+# A chunk whose term rows do not add up to its length lost (or gained) index entries; term
+# rows without a chunk would lend their terms to whichever chunk reuses the rowid.
 TEXT_INDEX_DRIFT_SQL = """
 SELECT (SELECT count(*) FROM text_chunks t
-        WHERE NOT EXISTS (SELECT 1 FROM text_fts_docsize d WHERE d.id = t.rowid))
-     + (SELECT count(*) FROM text_fts_docsize d
-        WHERE NOT EXISTS (SELECT 1 FROM text_chunks t WHERE t.rowid = d.id))
+        WHERE t.length <> coalesce((SELECT sum(c.tf) FROM chunk_terms c WHERE c.doc = t.rowid), 0))
+     + (SELECT count(*) FROM chunk_terms c
+        WHERE NOT EXISTS (SELECT 1 FROM text_chunks t WHERE t.rowid = c.doc))
 """

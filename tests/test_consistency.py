@@ -156,13 +156,12 @@ def test_text_store_damage_is_named_and_repaired(
         "INSERT INTO text_chunks (chunk_id, element_id, version, element_type, sensitivity_rank,"
         " scope, valid_from, valid_to, filter_values, name, text, length) SELECT 'ghost@1#0',"
         " 'ghost', 1, element_type, sensitivity_rank, scope, valid_from, valid_to, filter_values,"
-        " 'Ghost', 'ghost', 2 FROM text_chunks WHERE chunk_id = 'doc-0@1#0'"
+        " 'Ghost', 'ghost', 0 FROM text_chunks WHERE chunk_id = 'doc-0@1#0'"
     )
     # An index entry lost behind the table's back: the chunk is stored but cannot be found.
-    row = db.execute("SELECT rowid, name, text FROM text_chunks WHERE chunk_id = 'doc-6@1#0'")
     db.execute(
-        "INSERT INTO text_fts (text_fts, rowid, name, text) VALUES ('delete', ?, ?, ?)",
-        row.fetchone(),
+        "DELETE FROM chunk_terms WHERE doc = "
+        "(SELECT rowid FROM text_chunks WHERE chunk_id = 'doc-6@1#0')"
     )
     db.close()
 
@@ -190,7 +189,10 @@ def test_text_store_damage_is_named_and_repaired(
             assert wanted in [r.element_id for r in res.results]
 
     db = sqlite3.connect(built / "uda.sqlite3", isolation_level=None)
-    db.execute("INSERT INTO text_fts (text_fts, rank) VALUES ('integrity-check', 1)")
+    assert db.execute(
+        "SELECT count(*) FROM chunk_terms WHERE doc = "
+        "(SELECT rowid FROM text_chunks WHERE chunk_id = 'doc-6@1#0')"
+    ).fetchone()[0]
     assert db.execute(
         "SELECT valid_to FROM text_chunks WHERE chunk_id = 'doc-4@1#0'"
     ).fetchone() == (OPEN,)

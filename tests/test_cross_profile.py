@@ -1,11 +1,10 @@
 """The same corpus and requests on the embedded and the server profile give the same answers.
 
 Embedded: Chroma, networkx, SQLite. Server: PostgreSQL+pgvector (exact search) and ArcadeDB
-(graph only) on real servers. With the dense and graph legs (decay off, so no clock enters),
-ids, order, fused scores, versions and context nodes must agree; with every leg on,
-each caller must see exactly the same set of elements. The lexical legs rank alike but not
-identically: SQLite's Porter and PostgreSQL's Snowball stemmers analyse words differently
-(see docs/adr/0010-server-profile.md), so their BM25 scores are not compared here.
+(graph only) on real servers. For every leg alone and all legs fused, ids, order, fused
+scores, versions and context nodes must agree for every caller; and each caller must see
+exactly the same set of elements. Both lexical legs index the terms of one analyzer
+(connectors/analyzer.py, docs/adr/0013-one-lexical-analyzer.md), so BM25 agrees too.
 """
 
 from __future__ import annotations
@@ -123,13 +122,19 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         postgres.destroy()
 
 
+LEG_MIXES = [
+    {"semantic": 1.0, "lexical": 0.0, "centrality": 0.0},
+    {"semantic": 0.0, "lexical": 1.0, "centrality": 0.0},
+    {"semantic": 1.0, "lexical": 0.0, "centrality": 0.2},
+    {"semantic": 1.0, "lexical": 1.0, "centrality": 0.2},
+]
+
+
 def _answers(client: uda.Client, **options: Any) -> list[list[tuple[Any, ...]]]:
     answers = []
     for query in QUERIES:
         for caller in CALLERS:
-            res = client.search(
-                query, limit=10, clearance_scope=caller, decay=False, expand_depth=2, **options
-            )
+            res = client.search(query, limit=10, clearance_scope=caller, expand_depth=2, **options)
             answers.append(
                 [
                     (
@@ -174,16 +179,24 @@ def test_embedded_and_server_profiles_agree(
     ):
         for client in (embedded, remote):
             client.ingest(elements, relations)
-        dense_graph = {"weights": {"semantic": 1.0, "lexical": 0.0, "centrality": 0.2}}
-        local, far = _answers(embedded, **dense_graph), _answers(remote, **dense_graph)
-        assert sum(map(len, local)) > 40  # the comparison is not vacuous
+        compared = 0
+        for weights in LEG_MIXES:
+            options = {"weights": weights, "decay": False}
+            local, far = _answers(embedded, **options), _answers(remote, **options)
+            compared += sum(map(len, local))
+            for mine, theirs in zip(local, far, strict=True):
+                assert [m[0] for m in mine] == [t[0] for t in theirs], weights  # ids, order
+                for m, t in zip(mine, theirs, strict=True):
+                    # Fused scores come from ranks (and, for centrality, degrees); leg scores
+                    # agree up to float summation order.
+                    assert m[1] == pytest.approx(t[1], rel=1e-9), weights
+                    assert m[2:] == t[2:], weights  # versions and context nodes
+        assert compared > 4 * 40  # the comparison is not vacuous
+        # Decay on: the clock moves between the two searches, by far less than the tolerance.
+        local, far = _answers(embedded), _answers(remote)
         for mine, theirs in zip(local, far, strict=True):
-            assert [m[0] for m in mine] == [t[0] for t in theirs]  # same ids, same order
-            for m, t in zip(mine, theirs, strict=True):
-                # Fused scores depend on ranks only; ranks agree, so scores agree exactly
-                # up to float formatting.
-                assert m[1] == pytest.approx(t[1], rel=1e-9)
-                assert m[2:] == t[2:]  # versions and context nodes
+            assert [(m[0], *m[2:]) for m in mine] == [(t[0], *t[2:]) for t in theirs]
+            assert [m[1] for m in mine] == pytest.approx([t[1] for t in theirs], rel=1e-6)
         # Every leg on: each caller sees exactly the same elements in both profiles.
         for caller in CALLERS:
             seen = [

@@ -1,0 +1,61 @@
+"""The lexical analyzer: text to BM25 terms, one implementation for every backend.
+
+Every lexical leg indexes the terms this module produces and looks queries up by them, so the
+same text gives the same terms, lengths and BM25 scores on SQLite and on PostgreSQL
+(docs/adr/0013-one-lexical-analyzer.md). A backend's own analyzer (FTS5's porter tokenizer,
+PostgreSQL's `english` text search configuration) splits, drops and stems differently, and
+the embedded and server profiles would then rank the same corpus differently.
+
+Terms are lower-cased runs of Unicode letters and digits (`_` separates words), without
+stopwords and over-long runs (encoded blobs), stemmed with the Snowball English stemmer
+(Porter2). A chunk's length is its number of terms, stopwords not counted (as in Lucene).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+
+import Stemmer
+
+# Bump when the terms a text yields change: stores indexed with another version re-index.
+ANALYZER_VERSION = "uda-english-1"
+MAX_TERM_CHARS = 64
+
+# Lucene's English stop set plus question words, which carry no topic in a question.
+_STOPWORD_TEXT = """
+    a an and are as at be but by can did do does for from has have how if in into is it its
+    no not of on or such that the their then there these they this to was were what when
+    where which who why will with
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_WORD = re.compile(r"[^\W_]+")  # `_` separates: connection_pool ~ "connection pool"
+# PyStemmer's stemmer objects are not safe to share between threads.
+_local = threading.local()
+
+
+def _stem_words(words: list[str]) -> list[str]:
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+    return stemmer.stemWords(words)
+
+
+def _words(text: str) -> list[str]:
+    return [
+        w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) <= MAX_TERM_CHARS
+    ]
+
+
+def term_frequencies(*texts: str) -> Counter[str]:
+    """Each term of the texts (a chunk's name and text) with its number of occurrences."""
+    words: list[str] = []
+    for text in texts:
+        words += _words(text)
+    return Counter(_stem_words(words))
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct terms of a query, in order of first occurrence."""
+    return list(dict.fromkeys(_stem_words(_words(query))))

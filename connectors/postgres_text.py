@@ -1,0 +1,106 @@
+"""The PostgreSQL lexical leg: term index writes, rebuild, analyzer upgrade and BM25 in SQL.
+
+Terms come from `connectors.analyzer` in Python (the same as on SQLite, so both profiles
+score alike) and travel by COPY; BM25 is computed on the server from the occurrences of the
+query terms in the visible chunks only (docs/adr/0005-lexical-statistics-per-caller.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from connectors.analyzer import ANALYZER_VERSION, term_frequencies
+
+UPSERT_TEXT_CHUNK = """
+INSERT INTO text_chunks (chunk_id, element_id, version, element_type, sensitivity_rank, scope,
+                         valid_from, valid_to, filter_values, name, text, length)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0)
+ON CONFLICT (chunk_id) DO UPDATE SET
+    element_id = excluded.element_id, version = excluded.version,
+    element_type = excluded.element_type, sensitivity_rank = excluded.sensitivity_rank,
+    scope = excluded.scope, valid_from = excluded.valid_from, valid_to = excluded.valid_to,
+    filter_values = excluded.filter_values, name = excluded.name, text = excluded.text
+"""
+# A chunk whose term rows do not add up to its length lost (or gained) index entries.
+TEXT_INDEX_DRIFT = """
+SELECT count(*) FROM text_chunks t
+LEFT JOIN (SELECT chunk_id, sum(tf) AS total FROM chunk_terms GROUP BY chunk_id) c
+    ON c.chunk_id = t.chunk_id
+WHERE t.length <> coalesce(c.total, 0)
+"""
+# The analyzer that indexed the store, as a `meta` key (its values are numbers).
+_ANALYZER_KEY = "text_analyzer:" + ANALYZER_VERSION
+
+# BM25 (Lucene idf, k1, b) with the statistics of the chunks the caller may see only:
+# visible count, visible average length, visible document frequency.
+_BM25 = """
+WITH q AS (
+    SELECT DISTINCT unnest(%(terms)s::text[]) AS term
+), stats AS (
+    SELECT count(*)::float8 AS n, avg(t.length)::float8 AS avgdl FROM text_chunks t WHERE {where}
+), occ AS (
+    SELECT c.chunk_id, c.term, c.tf::float8 AS tf, t.length::float8 AS length
+    FROM q
+    JOIN chunk_terms c ON c.term = q.term
+    JOIN text_chunks t ON t.chunk_id = c.chunk_id
+    WHERE {where}
+), df AS (
+    SELECT term, count(*)::float8 AS df FROM occ GROUP BY term
+), scored AS (
+    SELECT occ.chunk_id,
+           sum(ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5))
+               * occ.tf * (%(k1)s + 1)
+               / (occ.tf + %(k1)s * (1 - %(b)s + %(b)s * occ.length / stats.avgdl))) AS score
+    FROM occ JOIN df ON df.term = occ.term CROSS JOIN stats
+    GROUP BY occ.chunk_id
+)
+SELECT s.chunk_id, t.element_id, t.version, t.text, s.score
+FROM scored s JOIN text_chunks t ON t.chunk_id = s.chunk_id
+ORDER BY s.score DESC, s.chunk_id COLLATE "C"
+LIMIT %(k)s
+"""
+
+
+def bm25_sql(where: str) -> str:
+    """The lexical query, with the pushdown condition over `t` in both of its places."""
+    return _BM25.format(where=where)
+
+
+async def index_terms(conn: AsyncConnection[Any], chunks: Sequence[tuple[str, str, str]]) -> None:
+    """Replace the term rows and length of `(chunk_id, name, text)` chunks.
+
+    Runs inside the caller's transaction; the chunks' rows exist in `text_chunks`.
+    """
+    if not chunks:
+        return
+    ids = [chunk_id for chunk_id, _, _ in chunks]
+    await conn.execute("DELETE FROM chunk_terms WHERE chunk_id = ANY(%s::text[])", (ids,))
+    lengths: list[tuple[int, str]] = []
+    async with conn.cursor() as cur:
+        async with cur.copy("COPY chunk_terms (term, chunk_id, tf) FROM STDIN") as copy:
+            for chunk_id, name, text in chunks:
+                terms = term_frequencies(name, text)
+                lengths.append((sum(terms.values()), chunk_id))
+                for term, tf in terms.items():
+                    await copy.write_row((term, chunk_id, tf))
+        await cur.executemany("UPDATE text_chunks SET length = %s WHERE chunk_id = %s", lengths)
+
+
+async def rebuild_terms(conn: AsyncConnection[Any]) -> None:
+    """Recompute every chunk's terms and length, and record the analyzer that made them."""
+    cur = await conn.execute("SELECT chunk_id, name, text FROM text_chunks")
+    rows: list[tuple[str, str, str]] = await cur.fetchall()
+    await conn.execute("TRUNCATE chunk_terms")
+    await index_terms(conn, rows)
+    await conn.execute("DELETE FROM meta WHERE key LIKE 'text\\_analyzer:%'")
+    await conn.execute("INSERT INTO meta (key, value) VALUES (%s, 1)", (_ANALYZER_KEY,))
+
+
+async def upgrade(conn: AsyncConnection[Any]) -> None:
+    """Re-index a store made with another analyzer (inside the migration's transaction)."""
+    cur = await conn.execute("SELECT 1 FROM meta WHERE key = %s", (_ANALYZER_KEY,))
+    if await cur.fetchone() is None:
+        await rebuild_terms(conn)

@@ -1,0 +1,113 @@
+"""The one lexical analyzer, and the SQLite store's move onto it (ADR 13)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from connectors.analyzer import (
+    ANALYZER_VERSION,
+    MAX_TERM_CHARS,
+    STOPWORDS,
+    query_terms,
+    term_frequencies,
+)
+from connectors.records import OPEN, ChunkRecord, SearchFilter
+from connectors.sqlite import SQLiteConnector
+
+PUBLIC = SearchFilter(max_sensitivity_rank=0)
+
+
+def test_terms_are_stemmed_lowercased_words_without_stopwords() -> None:
+    terms = term_frequencies("Running runners RUN", "the Glaciers of the glacier")
+    assert terms == {"run": 2, "runner": 1, "glacier": 2}
+    assert not STOPWORDS & set(terms)
+
+
+def test_underscores_and_punctuation_separate_words() -> None:
+    assert term_frequencies("connection_pool; ADR-3 (über)") == {
+        "connect": 1,
+        "pool": 1,
+        "adr": 1,
+        "3": 1,
+        "über": 1,
+    }
+
+
+def test_overlong_runs_are_not_terms() -> None:
+    blob = "x" * (MAX_TERM_CHARS + 1)
+    assert term_frequencies(f"{blob} harbour") == {"harbour": 1}
+
+
+def test_query_terms_are_distinct_in_order_and_syntax_free() -> None:
+    assert query_terms('How do "volume snapshots" work? snapshot OR NEAR(x)') == [
+        "volum",
+        "snapshot",
+        "work",
+        "near",
+        "x",
+    ]
+    assert query_terms("the and of") == []
+    assert query_terms("\x00 \ud800 %_'") == []
+
+
+def _chunk(cid: str, text: str) -> ChunkRecord:
+    return ChunkRecord(
+        chunk_id=cid,
+        element_id=cid.split("@")[0],
+        version=1,
+        index=0,
+        element_type="Document",
+        sensitivity_rank=0,
+        scope=None,
+        valid_from=1,
+        valid_to=OPEN,
+        filter_values={},
+        name=cid,
+        text=text,
+        embedding=None,
+    )
+
+
+async def test_an_fts5_store_of_an_earlier_release_is_reindexed(tmp_path: Path) -> None:
+    path = tmp_path / "uda.sqlite3"
+    store = SQLiteConnector(path)
+    await store.connect()
+    await store.upsert_text_chunks(
+        [_chunk("glacier@1#0", "Glaciers retreat."), _chunk("harbour@1#0", "Ships wait.")]
+    )
+    await store.close()
+
+    # Turn it into a store as earlier releases left it: an FTS5 index, no term rows.
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(
+        """
+        DELETE FROM chunk_terms;
+        DELETE FROM meta WHERE key = 'text_analyzer';
+        CREATE VIRTUAL TABLE text_fts USING fts5(
+            name, text, content='text_chunks', content_rowid='rowid');
+        CREATE TRIGGER text_chunks_ai AFTER INSERT ON text_chunks BEGIN
+            INSERT INTO text_fts (rowid, name, text) VALUES (new.rowid, new.name, new.text);
+        END;
+        CREATE VIRTUAL TABLE text_vocab USING fts5vocab(text_fts, 'instance');
+        """
+    )
+    db.close()
+
+    again = SQLiteConnector(path)
+    await again.connect()
+    try:
+        hits = await again.text_search("glacier", 5, PUBLIC)
+        assert [h.chunk_id for h in hits] == ["glacier@1#0"]
+        assert await again.text_index_drift() == 0
+        await again.upsert_text_chunks([_chunk("orchard@1#0", "Apple trees.")])
+        assert [h.chunk_id for h in await again.text_search("apples", 5, PUBLIC)] == ["orchard@1#0"]
+    finally:
+        await again.close()
+    db = sqlite3.connect(path)
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    assert not {"text_fts", "text_vocab", "text_chunks_ai"} & names
+    assert db.execute("SELECT value FROM meta WHERE key = 'text_analyzer'").fetchone() == (
+        ANALYZER_VERSION,
+    )
+    db.close()
