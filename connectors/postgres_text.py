@@ -1,4 +1,4 @@
-"""The PostgreSQL lexical leg: term index writes, rebuild, analyzer upgrade and BM25 in SQL.
+"""Statements of the PostgreSQL lexical leg: term index writes, rebuild, upgrade, BM25 SQL.
 
 Terms come from `connectors.analyzer` in Python (the same as on SQLite, so both profiles
 score alike) and travel by COPY; BM25 is computed on the server from the occurrences of the
