@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from uda.agent.mcp_server import add_mcp_parser, run_mcp
 from uda.errors import ConnectorError, PlanError, UDAError, UserError
 
 T = TypeVar("T")
@@ -36,6 +37,7 @@ examples:
   uda search "retries" --format arrow --output results.arrow
   uda check && uda sync                         verify every store, then repair
   uda --path /data/uda stats                    use another data folder
+  uda mcp --clearance internal                  the agent tools for an MCP client (stdio)
 
 The data folder defaults to ./.uda (or $UDA_PATH); --profile names a .toml profile.
 """
@@ -175,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also start a Chroma server as a second vector store",
     )
+    add_mcp_parser(commands)
     return parser
 
 
@@ -218,6 +221,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return demo_main()
     if args.command == "services":
         return _services(args)
+    if args.command == "mcp":
+        return run_mcp(args)
     if args.command == "ontology":
         from ontology import json_schema
 

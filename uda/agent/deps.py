@@ -1,0 +1,125 @@
+"""The agent's dependencies: who searches, with which clearance, and the conversation state.
+
+Clearance lives here and only here. The tools read it from the deps on every call; no
+tool argument can carry it, so a model cannot widen (or even name) what it may see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
+
+from uda.agent.state import ConversationState
+from uda.clearance import Clearance
+
+if TYPE_CHECKING:
+    from uda.client import SearchOptions
+    from uda.contracts import SearchResult
+    from uda.results import Explanation
+
+
+class SearchResponse(Protocol):
+    """What a search returns, as far as the tools read it (`uda.SearchResponse` is one)."""
+
+    @property
+    def results(self) -> list[SearchResult]:
+        """The results, best first."""
+        ...
+
+    def explain(self) -> Explanation:
+        """The plan and every leg's rank and contribution per result."""
+        ...
+
+
+class AsyncSearcher(Protocol):
+    """Anything with `uda.AsyncClient.search`'s signature."""
+
+    async def search(
+        self,
+        query: str,
+        limit: int = 5,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> SearchResponse:
+        """Search; see `uda.AsyncClient.search`."""
+        ...
+
+
+class SyncSearcher(Protocol):
+    """Anything with `uda.Client.search`'s signature (run in a worker thread)."""
+
+    def search(
+        self,
+        query: str,
+        limit: int = 5,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> SearchResponse:
+        """Search; see `uda.Client.search`."""
+        ...
+
+
+Searcher = AsyncSearcher | SyncSearcher
+
+
+@dataclass(kw_only=True)
+class UDADeps:
+    """What the UDA tools need: a client, the caller's clearance, the conversation's searches.
+
+    Args:
+        client: a `uda.AsyncClient` (or `uda.Client`, or anything with that `search`).
+        clearance_scope: the caller's clearance entries (levels, `project:<name>`,
+            `project:*`); empty means `public` only. Checked here, at construction: a bad
+            entry is the deployment's mistake, not something a model could fix.
+        conversation: the conversation's searches (query ids, results); one per
+            conversation.
+    """
+
+    client: Searcher
+    clearance_scope: Sequence[str] = ()
+    # Not named `state`: pydantic-ai's UI adapters write a front end's shared state into a
+    # deps attribute of that name (their `StateHandler` protocol).
+    conversation: ConversationState = field(default_factory=ConversationState)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.clearance_scope, str):
+            raise TypeError("clearance_scope is a list of entries, not one string")
+        Clearance.parse(self.clearance_scope)
+        # Frozen as a tuple: the records of the state are keyed by it.
+        self.clearance_scope = tuple(self.clearance_scope)
+
+    @property
+    def clearance(self) -> tuple[str, ...]:
+        """The clearance entries, as the state keys its records."""
+        return tuple(self.clearance_scope)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int,
+        context_filters: Mapping[str, Any],
+        options: SearchOptions,
+    ) -> SearchResponse:
+        """Search with this caller's clearance — the only way the tools search."""
+        client = self.client
+        if inspect.iscoroutinefunction(client.search):
+            return await cast("AsyncSearcher", client).search(
+                query, limit, self.clearance, context_filters, **options
+            )
+        # A blocking client must not stall the agent's event loop (and its other tool calls).
+        call = functools.partial(
+            cast("SyncSearcher", client).search,
+            query,
+            limit,
+            self.clearance,
+            context_filters,
+            **options,
+        )
+        return await asyncio.to_thread(call)
