@@ -11,6 +11,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -36,6 +37,7 @@ from connectors.system_of_record import OutboxItem, StoredState, WriteBatch, chu
 from uda.errors import ConnectorError
 
 T = TypeVar("T")
+_WORKERS = 4  # reader threads (each with its own connection) beside the one writer
 
 
 class SQLiteConnector(Connector, RelationalCapable, TextCapable):
@@ -54,6 +56,9 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._writer: sqlite3.Connection | None = None
+        # Our own worker threads, so that close() can wait for the calls still running: a
+        # caller whose task was cancelled leaves its thread using a connection.
+        self._executor: ThreadPoolExecutor | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     async def connect(self) -> None:
@@ -79,7 +84,10 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         return conn
 
     async def close(self) -> None:
-        """Close every connection."""
+        """Close every connection, once the calls still running in worker threads are done."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
         with self._all_lock:
             for conn in self._all:
                 conn.close()
@@ -112,8 +120,10 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
                 conn.execute("COMMIT")
 
     async def _run(self, fn: Callable[[], T]) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="uda-sqlite")
         try:
-            return await asyncio.to_thread(fn)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
         except sqlite3.Error as exc:
             raise ConnectorError(self.name, f"{type(exc).__name__}: {exc}") from exc
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -165,6 +166,32 @@ SEARCH_CASES: list[tuple[str, dict[str, Any], type[uda.UserError], str, Any, boo
         True,
     ),
     (
+        "as_of before the clock",
+        {"as_of": datetime(1969, 1, 1, tzinfo=UTC)},
+        uda.InvalidRequestError,
+        "as_of",
+        datetime(1969, 1, 1, tzinfo=UTC),
+        True,
+    ),
+    ("as_of beyond 64 bits", {"as_of": 2**64}, uda.InvalidRequestError, "as_of", 2**64, True),
+    ("as_of negative", {"as_of": -1}, uda.InvalidRequestError, "as_of", -1, True),
+    (
+        "filter operand beyond 64 bits",
+        {"context_filters": {"confidence": {"$gte": 2**70}}},
+        uda.UnknownFilterFieldError,
+        "context_filters.confidence",
+        2**70,
+        True,
+    ),
+    (
+        "filter operand not finite",
+        {"context_filters": {"confidence": {"$lt": float("inf")}}},
+        uda.UnknownFilterFieldError,
+        "context_filters.confidence",
+        float("inf"),
+        True,
+    ),
+    (
         "weight leg",
         {"weights": {"graph": 1.0}},
         uda.InvalidRequestError,
@@ -228,6 +255,14 @@ def test_filter_operand_of_the_wrong_type_for_a_number_field(seeded: uda.Client)
     with pytest.raises(uda.UnknownFilterFieldError) as info:
         seeded.search("write path", context_filters={"confidence": {"$gte": "high"}})
     _check(info.value, "context_filters.confidence", "high")
+
+
+def test_decay_that_underflows_still_ranks(seeded: uda.Client) -> None:
+    # A floor of 0 and a tiny half-life decay every score to (almost) nothing: valid, and
+    # the order among the results must still be the relevance order.
+    plain = seeded.search("write path", decay=False).results
+    decayed = seeded.search("write path", decay_floor=0.0, half_life=1e-300).results
+    assert [r.element_id for r in decayed] == [r.element_id for r in plain]
 
 
 def test_limit_bool_is_not_an_int(seeded: uda.Client) -> None:

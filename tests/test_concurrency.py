@@ -407,3 +407,50 @@ def test_concurrent_ingests_from_threads_do_not_corrupt(
         assert all(r.written == 0 and r.unchanged == DOCS_PER_BATCH + 1 for r in again)
         assert all(r.edges == 0 for r in again)
         assert c.stats() == stats
+
+
+async def test_a_failing_leg_leaves_no_sibling_running() -> None:
+    """One leg fails: the others are cancelled and finished before the error reaches us."""
+    from uda.planner import _together
+
+    finished: list[str] = []
+
+    async def slow() -> int:
+        try:
+            await asyncio.sleep(5)
+            return 1
+        finally:
+            finished.append("slow")
+
+    async def failing() -> int:
+        await asyncio.sleep(0)
+        raise RuntimeError("leg down")
+
+    with pytest.raises(RuntimeError, match="leg down"):
+        await _together([slow(), failing()])
+    assert finished == ["slow"]
+
+
+async def test_closing_waits_for_queries_left_running_in_threads(tmp_path: Path) -> None:
+    """A caller that stops waiting leaves its query running; close() lets it finish first."""
+    import threading
+    import time
+
+    from connectors.sqlite import SQLiteConnector
+
+    store = SQLiteConnector(tmp_path / "s.sqlite3")
+    await store.connect()
+    started, done = threading.Event(), threading.Event()
+
+    def slow_read() -> int:
+        started.set()
+        time.sleep(0.3)
+        value = store._reader().execute("SELECT 42").fetchone()[0]  # connection still open
+        done.set()
+        return value
+
+    task = asyncio.ensure_future(store._run(slow_read))
+    await asyncio.to_thread(started.wait, 5)
+    task.cancel()
+    await store.close()
+    assert done.is_set()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from uda.fusion import (
     DEFAULT_WEIGHTS,
+    MIN_DECAY_FACTOR,
     RRF_K,
     Leg,
     apply_decay,
@@ -113,6 +114,13 @@ def test_decay_factor_age_zero_is_one() -> None:
     assert decay_factor(0.0, 365.0, 0.0) == 1.0
 
 
+def test_decay_factor_never_underflows_to_zero() -> None:
+    tiny = decay_factor(1e6, 1e-300, 0.0)
+    assert tiny == MIN_DECAY_FACTOR
+    assert apply_decay(-0.5, tiny) == pytest.approx(-0.5e12)
+    assert apply_decay(0.5, tiny) > apply_decay(0.25, tiny) > 0
+
+
 def test_decay_factor_one_half_life() -> None:
     assert decay_factor(365.0, 365.0, 0.0) == pytest.approx(0.5)
     # 0.5 is below the default floor 0.8: clamped.
@@ -149,7 +157,7 @@ def test_decay_factor_bad_floor(floor: float) -> None:
 
 
 def test_decay_factor_floor_bounds_are_allowed() -> None:
-    assert decay_factor(10_000.0, 1.0, 0.0) == pytest.approx(0.0, abs=1e-300)
+    assert decay_factor(10_000.0, 1.0, 0.0) == MIN_DECAY_FACTOR  # as low as it goes
     assert decay_factor(10_000.0, 1.0, 1.0) == 1.0
 
 

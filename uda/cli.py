@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from uda.agent.mcp_server import add_mcp_parser, run_mcp
 from uda.errors import ConnectorError, PlanError, UDAError, UserError
+from uda.http.serve import add_serve_parser, run_serve
 
 T = TypeVar("T")
 
@@ -37,6 +38,7 @@ examples:
   uda search "retries" --format arrow --output results.arrow
   uda check && uda sync                         verify every store, then repair
   uda --path /data/uda stats                    use another data folder
+  uda serve --keys keys.toml --port 8080        the HTTP service (JSON and Arrow)
   uda mcp --clearance internal                  the agent tools for an MCP client (stdio)
 
 The data folder defaults to ./.uda (or $UDA_PATH); --profile names a .toml profile.
@@ -177,6 +179,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also start a Chroma server as a second vector store",
     )
+    add_serve_parser(commands)
     add_mcp_parser(commands)
     return parser
 
@@ -223,6 +226,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _services(args)
     if args.command == "mcp":
         return run_mcp(args)
+    if args.command == "serve":
+        return run_serve(args)
     if args.command == "ontology":
         from ontology import json_schema
 

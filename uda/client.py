@@ -13,7 +13,7 @@ from collections.abc import Coroutine, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack, overload
 
 from connectors.base import Connector, RelationalCapable
 from connectors.registry import connector_class
@@ -28,6 +28,9 @@ from uda.planner import Planner
 from uda.results import SearchResponse
 from uda.validation import ElementInput, RelationInput
 from uda.writer import IngestReport, Writer, derived_stores
+
+if TYPE_CHECKING:
+    from uda.http.remote import AsyncRemoteClient, RemoteClient
 
 T = TypeVar("T")
 
@@ -128,6 +131,16 @@ class AsyncClient:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    @property
+    def connectors(self) -> tuple[Connector, ...]:
+        """The open connectors (empty while closed), e.g. for health probes."""
+        return tuple(self._connectors)
+
+    @property
+    def embedder(self) -> Embedder:
+        """The query and passage embedder this client uses."""
+        return self._embedder or shared_embedder(self.profile.model_path)
 
     def _require(self) -> tuple[Planner, Writer]:
         if self._planner is None or self._writer is None:
@@ -298,22 +311,56 @@ class Client:
         self.close()
 
 
+@overload
+def connect(
+    target: Path | None = None, *, path: str | Path | None = None, **kwargs: Any
+) -> Client: ...
+@overload
+def connect(
+    target: str, *, path: str | Path | None = None, **kwargs: Any
+) -> Client | RemoteClient: ...
 def connect(
     target: str | Path | None = None, *, path: str | Path | None = None, **kwargs: Any
-) -> Client:
-    """Open a client on a profile.
+) -> Client | RemoteClient:
+    """Open a client on a profile, or on a UDA HTTP service.
 
     Args:
-        target: None for the embedded default (data in `./.uda`), a folder, or a `.toml`
-            profile file.
+        target: None for the embedded default (data in `./.uda`), a folder, a `.toml`
+            profile file, or the URL of a UDA service (`http://...`, `https://...`).
         path: the embedded profile's data folder.
-        **kwargs: passed to `Client` (an `embedder`, a `clock`).
+        **kwargs: passed to `Client` (an `embedder`, a `clock`), or for a URL to
+            `uda.http.remote.RemoteClient` (`api_key`, `token`, `timeout`).
     """
+    if is_url(target):
+        from uda.http.remote import RemoteClient
+
+        if path is not None:
+            raise ConfigError("path= applies to local profiles, not to a URL", field="path")
+        return RemoteClient(str(target), **kwargs)
     return Client(load_profile(target, path=path), **kwargs)
 
 
+@overload
+def aconnect(
+    target: Path | None = None, *, path: str | Path | None = None, **kwargs: Any
+) -> AsyncClient: ...
+@overload
+def aconnect(
+    target: str, *, path: str | Path | None = None, **kwargs: Any
+) -> AsyncClient | AsyncRemoteClient: ...
 def aconnect(
     target: str | Path | None = None, *, path: str | Path | None = None, **kwargs: Any
-) -> AsyncClient:
+) -> AsyncClient | AsyncRemoteClient:
     """Like `connect`, for asyncio: use as `async with uda.aconnect(...) as client:`."""
+    if is_url(target):
+        from uda.http.remote import AsyncRemoteClient
+
+        if path is not None:
+            raise ConfigError("path= applies to local profiles, not to a URL", field="path")
+        return AsyncRemoteClient(str(target), **kwargs)
     return AsyncClient(load_profile(target, path=path), **kwargs)
+
+
+def is_url(target: object) -> bool:
+    """Whether a `connect` target names an HTTP service rather than a profile."""
+    return isinstance(target, str) and target.lower().startswith(("http://", "https://"))

@@ -8,7 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from uda.errors import InvalidRequestError
+from uda.filters import INT64_MAX
 from uda.fusion import Leg
+from uda.hlc import from_datetime
 
 Centrality = Literal["degree", "pagerank"]
 
@@ -41,6 +43,16 @@ class SearchRequest(BaseModel):
         # JSON true is not an integer; pydantic's lax mode would read it as 1.
         if isinstance(value, bool):
             raise ValueError("expected an integer, not a boolean")
+        return value
+
+    @field_validator("as_of")
+    @classmethod
+    def _as_of_on_the_clock(cls, value: int | datetime | None) -> int | datetime | None:
+        # An instant the hybrid logical clock cannot express is a bad request, not a crash.
+        if isinstance(value, datetime):
+            from_datetime(value)
+        elif value is not None and not 0 <= value <= INT64_MAX:
+            raise ValueError("an HLC stamp is a non-negative 64-bit integer")
         return value
 
     @field_validator("query")

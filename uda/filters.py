@@ -8,6 +8,7 @@ store's metadata, the system of record and the authoritative check in phase 3 ag
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -19,6 +20,8 @@ from typing import Any
 from ontology import Element, element_class, element_types
 from uda.errors import UnknownFilterFieldError
 from uda.hlc import epoch_ms
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what every store can hold
 
 Scalar = str | int | float | bool
 
@@ -147,6 +150,12 @@ def normalise_operand(value: Any, annotation: Any) -> Scalar:
     elif target in (int, float):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TypeError("expected a number")
+        # Stores hold 64-bit integers and finite doubles; anything else could match nothing
+        # but would fail inside a backend instead of here.
+        if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+            raise ValueError("out of the 64-bit integer range")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("expected a finite number")
     elif target is str and not isinstance(value, str):
         raise TypeError("expected a string")
     return normalise(value, annotation)

@@ -30,14 +30,21 @@ DEFAULT_WEIGHTS: Mapping[Leg, float] = {
 }
 
 
+MIN_DECAY_FACTOR = 1e-12
+
+
 def decay_factor(age_days: float, half_life_days: float, floor: float) -> float:
-    """`max(floor, 0.5 ** (age / half_life))`; a state from the future is not boosted."""
+    """`max(floor, 0.5 ** (age / half_life))`; a state from the future is not boosted.
+
+    Never below `MIN_DECAY_FACTOR`, even with floor 0: a factor that underflows to zero
+    would erase the order among old results (and divide a negative score by zero).
+    """
     if half_life_days <= 0:
         raise ValueError("half_life_days must be positive")
     if not 0.0 <= floor <= 1.0:
         raise ValueError("floor must be within [0, 1]")
     age = max(age_days, 0.0)
-    return max(floor, 0.5 ** (age / half_life_days))
+    return max(floor, 0.5 ** (age / half_life_days), MIN_DECAY_FACTOR)
 
 
 def apply_decay(raw: float, factor: float) -> float:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
 from connectors.records import ChunkHit, GraphEdge
@@ -131,7 +131,7 @@ class Planner:
         text = self._text if plan.weights.get(Leg.LEXICAL, 0.0) > 0 else []
         vector_calls = [c.vector_search(embedding, k, plan.pushdown) for c in vector]
         text_calls = [c.text_search(plan.request.query, k, plan.pushdown) for c in text]
-        results = await asyncio.gather(*vector_calls, *text_calls)
+        results = await _together([*vector_calls, *text_calls])
         out = _Phase1()
         for hits in results[: len(vector_calls)]:
             _collapse(hits, out.semantic)
@@ -145,11 +145,11 @@ class Planner:
     ) -> tuple[list[GraphEdge], set[str]]:
         if plan.expand_depth == 0 or not self._graph or not candidate_ids:
             return [], set()
-        subgraphs = await asyncio.gather(
-            *(
+        subgraphs = await _together(
+            [
                 g.expand(candidate_ids, plan.expand_depth, plan.relations, plan.as_of)
                 for g in self._graph
-            )
+            ]
         )
         edges = {e.key: e for sub in subgraphs for e in sub.edges}
         nodes = {n for sub in subgraphs for n in sub.nodes}
@@ -277,6 +277,22 @@ def _eligible(plan: Plan, state: StoredState) -> bool:
     if cls is None or not cls.knowledge_asset or state.element_type not in plan.element_types:
         return False
     return all(p.matches(state.filter_values) for p in plan.predicates)
+
+
+async def _together(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run the calls concurrently; if one fails, cancel and await the others, then raise.
+
+    `asyncio.gather` returns at the first error while its siblings still run: a caller
+    that then closes the client would pull connections from under them.
+    """
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _decay(plan: Plan, state: StoredState) -> float:

@@ -2,10 +2,14 @@
 
 `to_batches()` is the one primitive; `to_arrow()`, `results`, `to_elements()` and
 `to_pandas()` are views of it (the LanceDB pattern). The schema is `ontology.result_schema()`.
+`ResultViews` holds those views, so that a response computed here (`SearchResponse`) and one
+rebuilt from an Arrow table that crossed a wire (`ArrowResponse`) behave the same.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -153,6 +157,52 @@ def _element_from(row: Mapping[str, Any]) -> Element:
     return cls.model_validate(data)
 
 
+def ranked_batch(ranked: Sequence[RankedResult]) -> pa.RecordBatch:
+    """Ranked results as one record batch in `ontology.result_schema()`."""
+    # One batch: results are bounded by `limit`, and one batch keeps one dictionary per
+    # dictionary column, which IPC files require.
+    return pa.RecordBatch.from_pylist([_row(r) for r in ranked], schema=result_schema())
+
+
+def search_result(row: Mapping[str, Any]) -> SearchResult:
+    """One row of the result schema (as `to_pylist()` gives it) as a `SearchResult`."""
+    return SearchResult(
+        element_id=row["element_id"],
+        element_type=row["element_type"],
+        score=row["score"],
+        name=row["name"],
+        snippet=row["snippet"],
+        properties=_flat_properties(row),
+        context_nodes=[
+            {
+                "element_id": n["element_id"],
+                "element_type": n["element_type"],
+                "name": n["name"],
+                "relation": n["relation"],
+                "direction": n["direction"],
+                "depth": n["depth"],
+                "via": n["via"],
+                "properties": _flat_properties(n),
+            }
+            for n in row["context_nodes"]
+        ],
+    )
+
+
+def typed_element(row: Mapping[str, Any]) -> Element:
+    """One row of the result schema as a typed element with its context attached."""
+    links = [
+        ContextLink(
+            relation=n["relation"],
+            direction=n["direction"],
+            depth=n["depth"],
+            element=_element_from(n),
+        )
+        for n in row["context_nodes"]
+    ]
+    return _element_from(row).with_context(links)
+
+
 @dataclass(frozen=True, kw_only=True)
 class LegExplanation:
     """One leg's evidence for one result."""
@@ -183,9 +233,14 @@ class Explanation:
     results: Sequence[ResultExplanation]
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data, for JSON."""
+        """Plain data, for JSON; `from_dict` reads it back."""
         return {
-            "plan": self.plan.to_dict(),
+            # The two plan values `Plan.to_dict` leaves out, so that the plan round-trips.
+            "plan": {
+                **self.plan.to_dict(),
+                "as_of_ms": self.plan.as_of_ms,
+                "max_context_nodes": self.plan.max_context_nodes,
+            },
             "results": [
                 {
                     "element_id": r.element_id,
@@ -206,6 +261,23 @@ class Explanation:
                 for r in self.results
             ],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Explanation:
+        """Rebuild an explanation from `to_dict()` output (e.g. one that came over HTTP)."""
+        return cls(
+            plan=plan_from_dict(data["plan"]),
+            results=[
+                ResultExplanation(
+                    element_id=r["element_id"],
+                    name=r["name"],
+                    score=r["score"],
+                    decay=r["decay"],
+                    legs={Leg(leg): LegExplanation(**e) for leg, e in r["legs"].items()},
+                )
+                for r in data["results"]
+            ],
+        )
 
     def __str__(self) -> str:
         lines = [self.plan.describe(), ""]
@@ -233,23 +305,56 @@ class Explanation:
         return "\n".join(lines)
 
 
-class SearchResponse:
-    """The answer to one search."""
+def plan_from_dict(data: Mapping[str, Any]) -> Plan:
+    """Rebuild a plan from `Explanation.to_dict()["plan"]`.
 
-    def __init__(self, *, plan: Plan, ranked: Sequence[RankedResult]) -> None:
-        self.plan = plan
-        self._ranked = list(ranked)
+    The request is re-resolved with the defaults the plan recorded, which gives back the same
+    plan; the values that depend on where and when it ran (the clock, the element types the
+    server knew, the timings) are taken as recorded.
+    """
+    from uda.config import SearchDefaults
+    from uda.contracts import SearchRequest
+    from uda.plan import make_plan
 
-    def __len__(self) -> int:
-        return len(self._ranked)
+    request = SearchRequest.model_validate(data["request"])
+    defaults = SearchDefaults(
+        weights={Leg(leg): float(w) for leg, w in data["weights"].items()},
+        half_life_days=float(data["half_life_days"]),
+        decay_floor=float(data["decay_floor"]),
+        max_context_nodes=int(data.get("max_context_nodes", SearchDefaults().max_context_nodes)),
+    )
+    connectors: Mapping[str, Any] = data["connectors"]
+    plan = make_plan(
+        request,
+        defaults,
+        vector=tuple(connectors["vector"]),
+        text=tuple(connectors["text"]),
+        graph=tuple(connectors["graph"]),
+        system_of_record=str(connectors["system_of_record"]),
+    )
+    types = tuple(data["element_types"])
+    return dataclasses.replace(
+        plan,
+        element_types=types,
+        pushdown=dataclasses.replace(plan.pushdown, element_types=types),
+        as_of_ms=int(data.get("as_of_ms", plan.as_of_ms)),
+        timings_ms={str(k): float(v) for k, v in data.get("timings_ms", {}).items()},
+    )
 
+
+class ResultViews(ABC):
+    """Every view of a response, derived from its one primitive, `to_batches()`."""
+
+    @abstractmethod
     def to_batches(self) -> pa.RecordBatchReader:
         """The results as Arrow record batches in `ontology.result_schema()`."""
-        schema = result_schema()
-        # One batch: results are bounded by `limit`, and one batch keeps one dictionary per
-        # dictionary column, which IPC files require.
-        batch = pa.RecordBatch.from_pylist([_row(r) for r in self._ranked], schema=schema)
-        return pa.RecordBatchReader.from_batches(schema, [batch])
+
+    @abstractmethod
+    def explain(self) -> Explanation:
+        """The plan and each leg's raw score, decayed score, rank and contribution."""
+
+    def __len__(self) -> int:
+        return len(self._rows)
 
     def to_arrow(self) -> pa.Table:
         """The results as one Arrow table."""
@@ -262,53 +367,36 @@ class SearchResponse:
     @property
     def results(self) -> list[SearchResult]:
         """The results as `SearchResult` models, best first."""
-        out: list[SearchResult] = []
-        for row in self._rows:
-            out.append(
-                SearchResult(
-                    element_id=row["element_id"],
-                    element_type=row["element_type"],
-                    score=row["score"],
-                    name=row["name"],
-                    snippet=row["snippet"],
-                    properties=_flat_properties(row),
-                    context_nodes=[
-                        {
-                            "element_id": n["element_id"],
-                            "element_type": n["element_type"],
-                            "name": n["name"],
-                            "relation": n["relation"],
-                            "direction": n["direction"],
-                            "depth": n["depth"],
-                            "via": n["via"],
-                            "properties": _flat_properties(n),
-                        }
-                        for n in row["context_nodes"]
-                    ],
-                )
-            )
-        return out
+        return [search_result(row) for row in self._rows]
 
     def to_elements(self) -> list[Element]:
         """Typed ontology objects with their context attached (`doc.repository.name`)."""
-        elements: list[Element] = []
-        for row in self._rows:
-            links = [
-                ContextLink(
-                    relation=n["relation"],
-                    direction=n["direction"],
-                    depth=n["depth"],
-                    element=_element_from(n),
-                )
-                for n in row["context_nodes"]
-            ]
-            elements.append(_element_from(row).with_context(links))
-        return elements
+        return [typed_element(row) for row in self._rows]
 
     def to_pandas(self) -> Any:
         """The results as a pandas DataFrame (needs pandas)."""
         table: Any = self.to_arrow()
         return table.to_pandas()
+
+    def __repr__(self) -> str:
+        names = ", ".join(str(row["name"]) for row in self._rows[:3])
+        more = "" if len(self._rows) <= 3 else ", ..."
+        return f"{type(self).__name__}({len(self._rows)} results: {names}{more})"
+
+
+class SearchResponse(ResultViews):
+    """The answer to one search, as the planner produced it."""
+
+    def __init__(self, *, plan: Plan, ranked: Sequence[RankedResult]) -> None:
+        self.plan = plan
+        self._ranked = list(ranked)
+
+    def __len__(self) -> int:
+        return len(self._ranked)
+
+    def to_batches(self) -> pa.RecordBatchReader:
+        """The results as Arrow record batches in `ontology.result_schema()`."""
+        return pa.RecordBatchReader.from_batches(result_schema(), [ranked_batch(self._ranked)])
 
     def explain(self) -> Explanation:
         """The plan and each leg's raw score, decayed score, rank and contribution."""
@@ -348,6 +436,42 @@ class SearchResponse:
         names = ", ".join(r.state.name for r in self._ranked[:3])
         more = "" if len(self._ranked) <= 3 else ", ..."
         return f"SearchResponse({len(self._ranked)} results: {names}{more})"
+
+
+class ArrowResponse(ResultViews):
+    """A response rebuilt from a result table (and the explanation sent along with it).
+
+    Args:
+        table: results in `ontology.result_schema()`, best first.
+        explanation: `Explanation.to_dict()` output, or None when none came with the table.
+    """
+
+    def __init__(self, table: pa.Table, explanation: Mapping[str, Any] | None = None) -> None:
+        self._table = table
+        self._explanation = explanation
+
+    def to_batches(self) -> pa.RecordBatchReader:
+        """The results as Arrow record batches in `ontology.result_schema()`."""
+        return pa.RecordBatchReader.from_batches(self._table.schema, self._table.to_batches())
+
+    def to_arrow(self) -> pa.Table:
+        """The results as one Arrow table."""
+        return self._table
+
+    @cached_property
+    def _explained(self) -> Explanation:
+        if self._explanation is None:
+            raise ValueError("this response came without an explanation")
+        return Explanation.from_dict(self._explanation)
+
+    @property
+    def plan(self) -> Plan:
+        """The plan the search ran with (as the side that ran it recorded it)."""
+        return self._explained.plan
+
+    def explain(self) -> Explanation:
+        """The plan and each leg's raw score, decayed score, rank and contribution."""
+        return self._explained
 
 
 def _flat_properties(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,180 @@
+"""Reads and writes by id under a principal's clearance: element lookup and ingest checks.
+
+A lookup applies the planner's rules (DESIGN.md phase 3): an element is visible iff the state
+read and its newest state are visible; context nodes and edges survive only between visible
+elements. A hidden element is reported exactly like a missing one.
+
+A writer may only write what it could read: each element's own sensitivity and scope must be
+within its grant, it may not replace an element it cannot see (that would declassify it),
+and a relation may not point at an element it cannot see — such an endpoint is reported in
+the words used for one that does not exist. Refusing to replace a hidden element does tell a
+writer that the id is taken; that is the price of not letting writers overwrite what they
+cannot read (docs/adr/0011-http-service-and-authenticated-clearance.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from connectors.base import Connector, GraphCapable, RelationalCapable
+from connectors.records import GraphEdge
+from connectors.system_of_record import StoredState
+from ontology import Element, Relation, Sensitivity
+from uda.clearance import Clearance
+from uda.errors import ConfigError, MissingElementError
+from uda.graph_context import adjacency, context_hops, visible_edges, within_reach
+from uda.http.auth import Principal
+from uda.http.errors import ElementNotFoundError, PermissionDeniedError
+from uda.results import RankedResult, ranked_batch
+
+_LEVELS = list(Sensitivity)
+
+
+def state_visible(clearance: Clearance, state: StoredState) -> bool:
+    """The planner's rule (`uda.planner._visible`): the state read and the newest one."""
+    if state.tombstone:
+        return False
+    return clearance.allows(_LEVELS[state.sensitivity_rank], state.scope) and clearance.allows(
+        _LEVELS[state.latest_sensitivity_rank], state.latest_scope
+    )
+
+
+def _system_of_record(connectors: Sequence[Connector]) -> RelationalCapable:
+    sor = next((c for c in connectors if isinstance(c, RelationalCapable)), None)
+    if sor is None:
+        raise ConfigError("the client is closed or has no system of record")
+    return sor
+
+
+async def lookup(
+    connectors: Sequence[Connector],
+    element_id: str,
+    clearance: Clearance,
+    *,
+    expand_depth: int,
+    max_context_nodes: int,
+) -> dict[str, Any]:
+    """One element with its visible context, as a row of the result schema.
+
+    Raises:
+        ElementNotFoundError: no such element, or one `clearance` may not see (the same error).
+    """
+    sor = _system_of_record(connectors)
+    state = (await sor.fetch([element_id], None)).get(element_id)
+    if state is None or not state_visible(clearance, state):
+        raise ElementNotFoundError("no element with this id", field="element_id", value=element_id)
+    graphs = [c for c in connectors if isinstance(c, GraphCapable)]
+    edges: dict[tuple[str, str, str], GraphEdge] = {}
+    nodes: set[str] = set()
+    if expand_depth > 0 and graphs:
+        subgraphs = await asyncio.gather(
+            *(g.expand([element_id], expand_depth, None, None) for g in graphs)
+        )
+        edges = {e.key: e for sub in subgraphs for e in sub.edges}
+        nodes = {n for sub in subgraphs for n in sub.nodes} - {element_id}
+    states = dict(await sor.fetch(sorted(nodes), None)) if nodes else {}
+    states[element_id] = state
+    visible = {eid for eid, s in states.items() if state_visible(clearance, s)}
+    adj = adjacency(
+        within_reach(visible_edges(edges.values(), visible), [element_id], expand_depth)
+    )
+    hops = context_hops(element_id, adj, expand_depth, max_context_nodes)
+    ranked = RankedResult(
+        state=state,
+        score=0.0,
+        snippet="",
+        decay=1.0,
+        semantic_raw=None,
+        lexical_raw=None,
+        semantic_score=None,
+        lexical_score=None,
+        centrality=0.0,
+        ranks={},
+        contributions={},
+        context=[(hop, states[hop.element_id]) for hop in hops],
+    )
+    return ranked_batch([ranked]).to_pylist()[0]
+
+
+def _positions(raw: Sequence[Any]) -> dict[str, int]:
+    positions: dict[str, int] = {}
+    for i, item in enumerate(raw):
+        element_id = getattr(item, "element_id", None)
+        if element_id is None and isinstance(item, Mapping):
+            element_id = item.get("element_id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(element_id, str):
+            positions.setdefault(element_id, i)
+    return positions
+
+
+async def check_writable(
+    connectors: Sequence[Connector],
+    principal: Principal,
+    elements: Sequence[Element],
+    relations: Iterable[Relation],
+    raw_elements: Sequence[Any],
+) -> None:
+    """Refuse a write the principal's clearance does not cover (see the module docstring).
+
+    Args:
+        connectors: the open connectors (the system of record is read).
+        principal: the writer.
+        elements: the validated elements of the batch.
+        relations: the validated relations of the batch.
+        raw_elements: the elements as sent, for the positions in error messages.
+
+    Raises:
+        PermissionDeniedError: an element is above the grant, or replaces a hidden one.
+        MissingElementError: a relation points at an element the writer cannot see.
+    """
+    grant = principal.clearance
+    positions = _positions(raw_elements)
+    denied = "cannot be written with your clearance"
+    for element in elements:
+        where = f"elements[{positions.get(element.element_id, 0)}]"
+        if not grant.allows(element.sensitivity, element.scope):
+            # Name what is out of reach: the level, or else the project.
+            above = element.sensitivity.rank > grant.level.rank
+            attribute = "sensitivity" if above else "scope"
+            raise PermissionDeniedError(
+                f"{where}: element {element.element_id!r} {denied} "
+                f"(sensitivity {element.sensitivity.value}, scope {element.scope})",
+                field=f"{where}.{attribute}",
+                value=getattr(element, attribute),
+            )
+    sor = _system_of_record(connectors)
+    batch = {e.element_id for e in elements}
+    endpoints = {
+        (position, end, getattr(relation, end))
+        for position, relation in enumerate(relations)
+        for end in ("source_id", "target_id")
+    }
+    wanted = sorted(batch | {eid for _, _, eid in endpoints})
+    latest = await sor.latest_states(wanted) if wanted else {}
+    for element in elements:
+        state = latest.get(element.element_id)
+        if state is not None and not _latest_visible(grant, state):
+            where = f"elements[{positions.get(element.element_id, 0)}]"
+            raise PermissionDeniedError(
+                f"{where}: element {element.element_id!r} {denied}",
+                field=f"{where}.element_id",
+                value=element.element_id,
+            )
+    for position, end, element_id in sorted(endpoints):
+        if element_id in batch:
+            continue
+        state = latest.get(element_id)
+        if state is not None and (state.tombstone or not _latest_visible(grant, state)):
+            # Word for word what `uda.validation.check_endpoints` says of a missing element.
+            raise MissingElementError(
+                f"relations[{position}].{end}: no element {element_id!r} in the batch or the store",
+                field=f"relations[{position}].{end}",
+                value=element_id,
+            )
+
+
+def _latest_visible(grant: Clearance, state: StoredState) -> bool:
+    # `latest_states` returns the newest state itself: its own clearance is the newest one.
+    return grant.allows(_LEVELS[state.sensitivity_rank], state.scope)

@@ -1,0 +1,273 @@
+"""The HTTP service: `create_app(client, auth)` builds a FastAPI app over an `AsyncClient`.
+
+Every `/v1` route authenticates first; the principal's grant is the clearance, and a request
+can only narrow it (`uda.http.grants`). `/healthz`, `/readyz` and `/metrics` are for probes
+and scrapers and say nothing about the data. The app does not own the client's connections
+unless asked to (`owns_client=True`, as `uda serve` does): then its lifespan opens and
+closes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, cast
+
+from fastapi import FastAPI, Path, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
+
+import uda
+from ontology import json_schema
+from uda.client import AsyncClient, SearchOptions
+from uda.contracts import SearchRequest
+from uda.http import access, grants, readiness
+from uda.http.auth import Authenticator, Principal
+from uda.http.deps import Caller, IngestBody, SearchBody, check_as_of
+from uda.http.errors import PermissionDeniedError
+from uda.http.metrics import CONTENT_TYPE, Metrics
+from uda.http.middleware import JsonBodyGuard, RequestContext
+from uda.http.models import (
+    ClearanceOut,
+    ElementOut,
+    ExplainOut,
+    HealthOut,
+    IngestIn,
+    IngestOut,
+    ReadyOut,
+    SearchOut,
+)
+from uda.http.openapi import ARROW_RESPONSE, PROBLEMS, body_schema, install_openapi
+from uda.http.problems import install as install_problems
+from uda.http.problems import request_id_of
+from uda.http.wire import (
+    ARROW_STREAM,
+    CLEARANCE_HEADER,
+    META_CLEARANCE,
+    META_EXPLAIN,
+    META_QUERY_ID,
+    NARROWED_HEADER,
+    negotiate,
+    stream_chunks,
+)
+from uda.results import SearchResponse, search_result
+from uda.validation import coerce_elements, coerce_relations
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: thousands of elements, far beyond any search
+_CONTRACT = {"query", "limit", "clearance_scope", "context_filters"}
+
+
+def _options(request: SearchRequest) -> SearchOptions:
+    """The request's extensions as `AsyncClient.search` keywords (unset ones left out)."""
+    fields = request.model_dump(exclude=_CONTRACT, exclude_none=True)
+    return cast("SearchOptions", fields)
+
+
+def create_app(
+    client: AsyncClient,
+    auth: Authenticator,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    readiness_timeout: float = 2.0,
+    owns_client: bool = False,
+) -> FastAPI:
+    """Build the HTTP service over `client`.
+
+    Args:
+        client: the UDA client answering the requests.
+        auth: who may call, with what clearance (see `uda.http.auth`).
+        max_body_bytes: requests with a larger body get 413 before anything parses them.
+        readiness_timeout: seconds each backend has to answer `/readyz`.
+        owns_client: open the client on startup and close it on shutdown (`uda serve`).
+    """
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncGenerator[None]:
+        if owns_client:
+            await client.open()
+            # Load the model now, so that the first caller does not wait for it.
+            await asyncio.to_thread(client.embedder.embed_query, "warm up")
+        try:
+            yield
+        finally:
+            if owns_client:
+                await client.close()
+
+    app = FastAPI(
+        title="UDA",
+        version=uda.__version__,
+        description="One clearance-aware hybrid search over vector, graph and relational "
+        "backends. Results as JSON or as an Arrow IPC stream.",
+        lifespan=lifespan,
+    )
+    app.state.metrics = metrics
+    app.state.auth = auth
+    install_problems(app, auth)
+    app.add_middleware(JsonBodyGuard, max_bytes=max_body_bytes)
+    app.add_middleware(RequestContext, metrics=metrics)
+
+    async def run(
+        caller: Principal, body: SearchRequest
+    ) -> tuple[SearchResponse, grants.ClearanceDecision]:
+        check_as_of(body)
+        asked = body.clearance_scope if "clearance_scope" in body.model_fields_set else None
+        decision = grants.decide(caller, asked)
+        response = await client.search(
+            body.query,
+            body.limit,
+            decision.effective.entries(),
+            body.context_filters,
+            **_options(body),
+        )
+        metrics.record_phases(response.plan.timings_ms)
+        return response, decision
+
+    def clearance_headers(decision: grants.ClearanceDecision) -> dict[str, str]:
+        return {
+            CLEARANCE_HEADER: ",".join(decision.effective.entries()),
+            NARROWED_HEADER: "true" if decision.narrowed else "false",
+        }
+
+    @app.post(
+        "/v1/search",
+        response_model=SearchOut,
+        responses={**PROBLEMS, 406: {}, 200: ARROW_RESPONSE},
+        openapi_extra=body_schema(SearchRequest),
+        summary="Search: JSON by default, an Arrow IPC stream when Accept asks for it",
+    )
+    async def search(request: Request, caller: Caller, body: SearchBody) -> Response:
+        wanted = negotiate(request.headers.get("accept"))
+        if wanted is None:
+            raise _not_acceptable()
+        response, decision = await run(caller, body)
+        query_id = request_id_of(request) or ""
+        headers = clearance_headers(decision)
+        explanation = response.explain().to_dict()
+        if wanted == "arrow":
+            extra = {
+                META_EXPLAIN: explanation,
+                META_CLEARANCE: decision.to_dict(),
+                META_QUERY_ID: query_id,
+            }
+            chunks: Iterator[bytes] = stream_chunks(response.to_batches(), extra)
+            return StreamingResponse(chunks, media_type=ARROW_STREAM, headers=headers)
+        out = SearchOut.model_validate(
+            {
+                "query_id": query_id,
+                "clearance": decision.to_dict(),
+                "results": response.results,
+                "plan": explanation["plan"],
+            }
+        )
+        return JSONResponse(out.model_dump(mode="json"), headers=headers)
+
+    @app.post(
+        "/v1/explain",
+        response_model=ExplainOut,
+        responses=PROBLEMS,
+        openapi_extra=body_schema(SearchRequest),
+        summary="The plan and every leg's rank, score and contribution per result",
+    )
+    async def explain(request: Request, caller: Caller, body: SearchBody) -> Response:
+        response, decision = await run(caller, body)
+        explanation = response.explain()
+        data = explanation.to_dict()
+        out = ExplainOut(
+            query_id=request_id_of(request) or "",
+            clearance=ClearanceOut.model_validate(decision.to_dict()),
+            plan=data["plan"],
+            results=data["results"],
+            text=str(explanation),
+        )
+        return JSONResponse(out.model_dump(mode="json"), headers=clearance_headers(decision))
+
+    @app.post(
+        "/v1/ingest",
+        response_model=IngestOut,
+        responses={**PROBLEMS, 403: {}},
+        openapi_extra=body_schema(IngestIn),
+        summary="Write elements and relations (principals with can_write only)",
+    )
+    async def ingest(caller: Caller, body: IngestBody) -> IngestOut:
+        if not caller.can_write:
+            raise PermissionDeniedError(f"{caller.name!r} may not write", field="Authorization")
+        elements = coerce_elements(body.elements)
+        relations = coerce_relations(body.relations)
+        await access.check_writable(client.connectors, caller, elements, relations, body.elements)
+        report = await client.ingest(elements, relations)
+        return IngestOut.model_validate(dataclasses.asdict(report))
+
+    @app.get(
+        "/v1/elements/{element_id:path}",
+        response_model=ElementOut,
+        responses={**PROBLEMS, 404: {}},
+        summary="One element with its context nodes (404 when missing or not visible)",
+    )
+    async def element(
+        caller: Caller,
+        element_id: Annotated[str, Path(min_length=1, max_length=512)],
+        expand_depth: Annotated[int, Query(ge=0, le=2)] = 1,
+    ) -> ElementOut:
+        row = await access.lookup(
+            client.connectors,
+            element_id,
+            caller.clearance,
+            expand_depth=expand_depth,
+            max_context_nodes=client.profile.search.max_context_nodes,
+        )
+        found = search_result(row)
+        return ElementOut(
+            element_id=found.element_id,
+            element_type=found.element_type,
+            name=found.name,
+            properties=found.properties,
+            context_nodes=found.context_nodes,
+        )
+
+    @app.get("/v1/ontology", responses=PROBLEMS, summary="JSON Schema of every element type")
+    async def ontology(caller: Caller) -> dict[str, Any]:
+        return json_schema()
+
+    @app.get("/healthz", response_model=HealthOut, summary="Liveness")
+    async def healthz() -> HealthOut:
+        return HealthOut()
+
+    @app.get(
+        "/readyz",
+        response_model=ReadyOut,
+        responses={503: {"model": ReadyOut, "description": "a backend did not answer"}},
+        summary="Readiness: one cheap probe per backend",
+    )
+    async def readyz() -> JSONResponse:
+        connectors = client.connectors
+        statuses = (
+            await readiness.probe_all(connectors, client.embedder.dimension, readiness_timeout)
+            if connectors
+            else []
+        )
+        ready = bool(statuses) and all(s.ok for s in statuses)
+        out = ReadyOut.model_validate(
+            {
+                "status": "ready" if ready else "unavailable",
+                "backends": [dataclasses.asdict(s) for s in statuses],
+            }
+        )
+        return JSONResponse(out.model_dump(mode="json"), status_code=200 if ready else 503)
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        summary="Prometheus metrics (text exposition format)",
+    )
+    async def prometheus() -> PlainTextResponse:
+        return PlainTextResponse(metrics.render(), media_type=CONTENT_TYPE)
+
+    install_openapi(app)
+    return app
+
+
+def _not_acceptable() -> Exception:
+    return HTTPException(406, f"this resource is available as application/json or {ARROW_STREAM}")

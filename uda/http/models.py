@@ -1,0 +1,121 @@
+"""The HTTP API's own bodies. Search requests are `uda.contracts.SearchRequest` itself."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from uda.contracts import SearchResult
+
+MAX_INGEST_ITEMS = 10_000
+
+
+class ClearanceOut(BaseModel):
+    """The clearance a request ran with, and how it came from the grant."""
+
+    model_config = ConfigDict(frozen=True)
+
+    granted: list[str] = Field(description="what authentication granted")
+    requested: list[str] | None = Field(
+        description="the request's clearance_scope, normalised (null: none given)"
+    )
+    effective: list[str] = Field(description="what applied: the grant narrowed by the request")
+    narrowed: bool = Field(description="whether less than the grant applied")
+    capped: bool = Field(description="whether the request asked beyond the grant (not given)")
+
+
+class SearchOut(BaseModel):
+    """The JSON answer to a search (the Arrow answer carries the same in its stream)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query_id: str = Field(description="this search's id; also the X-Request-ID header")
+    clearance: ClearanceOut
+    results: list[SearchResult]
+    plan: dict[str, Any] = Field(description="the resolved plan, with phase timings")
+
+
+class ExplainOut(BaseModel):
+    """The plan and every leg's rank, score and contribution per result."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query_id: str
+    clearance: ClearanceOut
+    plan: dict[str, Any]
+    results: list[dict[str, Any]]
+    text: str = Field(description="the same, as `uda search --explain` prints it")
+
+
+class IngestIn(BaseModel):
+    """Elements (`{"element_type": "Document", ...}`) and relations to write."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    elements: list[dict[str, Any]] = Field(
+        default_factory=list[dict[str, Any]], max_length=MAX_INGEST_ITEMS
+    )
+    relations: list[dict[str, Any] | list[str]] = Field(
+        default_factory=list[dict[str, Any] | list[str]],
+        max_length=MAX_INGEST_ITEMS,
+        description='{"source_id", "relation", "target_id"} objects or [source, relation, '
+        "target] triples",
+    )
+
+
+class IngestOut(BaseModel):
+    """What an ingest did (`uda.writer.IngestReport`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    written: int
+    unchanged: int
+    deleted: int
+    not_found: int
+    chunks: int
+    embedded: int
+    edges: int
+    edges_unchanged: int
+    hlc: int | None
+
+
+class ElementOut(BaseModel):
+    """One element with its visible context nodes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    element_id: str
+    element_type: str
+    name: str | None
+    properties: dict[str, Any]
+    context_nodes: list[dict[str, Any]]
+
+
+class HealthOut(BaseModel):
+    """Liveness: the process answers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["ok"] = "ok"
+
+
+class BackendOut(BaseModel):
+    """One connector's answer to its readiness probe."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    capabilities: list[str]
+    ok: bool
+    latency_ms: float
+    error: str | None = None
+
+
+class ReadyOut(BaseModel):
+    """Readiness: every backend answered (200), or which did not (503)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["ready", "unavailable"]
+    backends: list[BackendOut]
