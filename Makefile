@@ -37,5 +37,14 @@ test: lint typecheck pytest
 demo: $(STAMP)
 	$(BIN)/python -m uda.demo
 
+# Benchmarks (not part of `make test`; a smoke run of the harness is): reports go to
+# benchmarks/results/<preset>/. `bench` runs for hours, `bench-quick` in about 20 minutes.
+.PHONY: bench bench-quick
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks --preset full
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m benchmarks --preset quick
+
 clean:
 	rm -rf $(VENV) .uda .pytest_cache .ruff_cache

@@ -84,5 +84,6 @@ def test_readme_console_sessions_run(
                 assert main(words[1:]) == EXIT_OK, words
                 ran += 1
     finally:
-        main(["services", "down"])  # never leave servers behind, even when a line failed
+        # Never leave servers (or their data) behind, even when a line failed.
+        main(["services", "down", "--purge"])
     assert ran >= 5

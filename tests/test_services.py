@@ -17,7 +17,7 @@ from uda.embedder import SentenceTransformerEmbedder
 def services_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("services")
     yield root
-    main(["services", "down", "--root", str(root)])
+    main(["services", "down", "--root", str(root), "--purge"])
 
 
 def test_services_up_search_status_down(
@@ -77,3 +77,11 @@ def test_services_up_search_status_down(
     assert main(["services", "up", "--root", str(root)]) == EXIT_OK
     assert main([*server, "stats"]) == EXIT_OK
     assert "  elements: 3" in capsys.readouterr().out
+    # --purge: stopped, data and profile gone (a relocated PostgreSQL data folder included).
+    relocated = json.loads((root / "postgres" / "service.json").read_text()).get("base_dir")
+    assert main(["services", "down", "--root", str(root), "--purge"]) == EXIT_OK
+    assert "stopped and deleted: postgres, arcadedb" in capsys.readouterr().out
+    assert not profile.exists()
+    assert not (root / "postgres").exists()
+    assert not (root / "arcadedb").exists()
+    assert relocated is None or not Path(relocated).exists()

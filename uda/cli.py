@@ -179,6 +179,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also start a Chroma server as a second vector store",
     )
+    services.add_argument(
+        "--purge",
+        action="store_true",
+        help="with `down`: also delete the servers' data and the profile (cannot be undone)",
+    )
     add_serve_parser(commands)
     add_mcp_parser(commands)
     return parser
@@ -266,8 +271,9 @@ def _services(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if args.action == "down":
-        stopped = manage.down(root)
-        print("stopped: " + (", ".join(stopped) or "nothing was running"))
+        stopped = manage.down(root, purge=args.purge)
+        verb = "stopped and deleted" if args.purge else "stopped"
+        print(f"{verb}: " + (", ".join(stopped) or "nothing was running"))
         return EXIT_OK
     states = manage.status(root)
     if not states:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
@@ -57,6 +58,11 @@ class ManagedService(ABC):
     @abstractmethod
     def status(self) -> ServiceInfo | None:
         """The running server, or None."""
+
+    def destroy(self) -> None:
+        """Stop the server and delete its data (every database it held is gone)."""
+        self.down()
+        shutil.rmtree(self.home, ignore_errors=True)
 
     # -- helpers for implementations ------------------------------------------------------
     @property

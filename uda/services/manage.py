@@ -92,13 +92,22 @@ def up(root: Path, names: tuple[str, ...] = DEFAULT) -> tuple[dict[str, ServiceI
     return infos, write_profile(root, infos)
 
 
-def down(root: Path) -> list[str]:
-    """Stop every service that has state under `root`; returns their names."""
+def down(root: Path, *, purge: bool = False) -> list[str]:
+    """Stop every service that has state under `root`; returns their names.
+
+    With `purge`, delete their data too (and the profile that pointed at it).
+    """
     stopped: list[str] = []
     for name in SERVICES:
         if (root / name).exists():
-            service(name, root).down()
+            managed = service(name, root)
+            if purge:
+                managed.destroy()
+            else:
+                managed.down()
             stopped.append(name)
+    if purge:
+        (root / PROFILE_NAME).unlink(missing_ok=True)
     return stopped
 
 

@@ -1,0 +1,132 @@
+"""Presets: how much of every suite a run does.
+
+`smoke` checks the harness end to end in a few minutes (it runs in `make test`), `quick`
+gives real quality figures on the full public sets and a 10k-chunk scale point, `full` adds
+the 100k and 1M-chunk scale points and the server profile for quality too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from benchmarks.datasets import MULTIHOP_SETS
+
+PresetName = Literal["smoke", "quick", "full"]
+SUITES = ("scifact", "multihop", "keps", "scale", "ingest")
+
+# (centrality, centrality weight, graph_candidates) for the multi-hop graph rows.
+GraphVariant = tuple[Literal["degree", "pagerank"], float, bool]
+DEFAULT_VARIANTS: tuple[GraphVariant, ...] = (("degree", 0.2, False), ("pagerank", 0.2, False))
+MORE_VARIANTS: tuple[GraphVariant, ...] = (
+    *DEFAULT_VARIANTS,
+    ("degree", 1.0, False),
+    ("pagerank", 1.0, False),
+    ("pagerank", 1.0, True),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    """Sizes of every suite. None means 'all of it'."""
+
+    name: PresetName
+    # quality
+    scifact_queries: int | None
+    scifact_docs: int | None
+    multihop_sets: tuple[str, ...]
+    multihop_queries: int | None
+    multihop_docs: int | None
+    graph_variants: tuple[GraphVariant, ...]
+    keps_limit: int | None
+    keps_max_words: int | None
+    keps_lookups: int | None
+    quality_profiles: tuple[str, ...]
+    quality_limit: int = 100
+    # speed and scale
+    scale_sizes: tuple[int, ...]
+    server_max_chunks: int
+    siloed_max_chunks: int
+    txtai_max_chunks: int
+    floor_bm25_max_chunks: int
+    scale_queries: int
+    warmup_queries: int = 5
+    throughput_queries: int
+    concurrency: tuple[int, ...]
+    ingest_docs: int | None
+
+    def without_sizes_above(self, max_chunks: int) -> Preset:
+        """The same preset without scale points above `max_chunks`."""
+        return replace(self, scale_sizes=tuple(s for s in self.scale_sizes if s <= max_chunks))
+
+
+PRESETS: dict[str, Preset] = {
+    "smoke": Preset(
+        name="smoke",
+        scifact_queries=10,
+        scifact_docs=100,
+        multihop_sets=("hipporag_musique",),
+        multihop_queries=10,
+        multihop_docs=100,
+        graph_variants=DEFAULT_VARIANTS,
+        keps_limit=8,
+        keps_max_words=150,
+        keps_lookups=None,
+        quality_profiles=("embedded",),
+        scale_sizes=(1000,),
+        server_max_chunks=1000,
+        siloed_max_chunks=1000,
+        txtai_max_chunks=1000,
+        floor_bm25_max_chunks=1000,
+        scale_queries=12,
+        warmup_queries=2,
+        throughput_queries=12,
+        concurrency=(1, 2),
+        ingest_docs=30,
+    ),
+    "quick": Preset(
+        name="quick",
+        scifact_queries=None,
+        scifact_docs=None,
+        multihop_sets=MULTIHOP_SETS,
+        multihop_queries=None,
+        multihop_docs=None,
+        graph_variants=MORE_VARIANTS,
+        keps_limit=None,
+        keps_max_words=600,
+        keps_lookups=100,
+        quality_profiles=("embedded",),
+        scale_sizes=(10_000,),
+        server_max_chunks=10_000,
+        siloed_max_chunks=10_000,
+        txtai_max_chunks=10_000,
+        floor_bm25_max_chunks=10_000,
+        scale_queries=100,
+        throughput_queries=100,
+        concurrency=(1, 2, 4, 8),
+        ingest_docs=1000,
+    ),
+    "full": Preset(
+        name="full",
+        scifact_queries=None,
+        scifact_docs=None,
+        multihop_sets=MULTIHOP_SETS,
+        multihop_queries=None,
+        multihop_docs=None,
+        graph_variants=MORE_VARIANTS,
+        keps_limit=None,
+        keps_max_words=None,
+        keps_lookups=200,
+        quality_profiles=("embedded", "server"),
+        scale_sizes=(10_000, 100_000, 1_000_000),
+        # 1M runs for the embedded profile and the floor only (see benchmarks/README.md).
+        server_max_chunks=100_000,
+        siloed_max_chunks=100_000,
+        txtai_max_chunks=100_000,
+        floor_bm25_max_chunks=1_000_000,
+        scale_queries=200,
+        throughput_queries=200,
+        concurrency=(1, 2, 4, 8),
+        ingest_docs=None,
+    ),
+}

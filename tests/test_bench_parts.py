@@ -1,0 +1,224 @@
+"""The harness's pure parts: graphs from data, the synthetic generator and its embedder
+double, KEP references, the numpy floor, and how the report derives ratios and targets."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import numpy as np
+import pytest
+
+from benchmarks.baselines.floor import FlatCorpus, NumpyFloor
+from benchmarks.datasets import BeirSet, normalise_entity, subset, title_mention_graph
+from benchmarks.keps import Kep, clearance_of, resolve_refs
+from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
+from benchmarks.targets import derive_ratios, evaluate_targets
+from uda.chunking import chunk_text
+from uda.clearance import Clearance
+
+
+def test_title_mentions_link_whole_words_case_sensitively() -> None:
+    corpus = {
+        "1": ("Rush", "Rush is a Canadian rock band."),
+        "2": ("Neil Peart", "Neil Peart was the drummer of Rush."),
+        "3": ("Brush", "A brush is a tool; the rush hour is busy."),
+        "4": ("Toto", "Toto is a band."),
+    }
+    graph = title_mention_graph(corpus)
+    # "Rush" (4 chars) is mentioned by 2 but not by 3 ("Brush", "rush"); "Toto" nowhere.
+    assert graph.passage_passage == (("2", "1"),)
+
+
+def test_entity_names_are_normalised() -> None:
+    assert normalise_entity("The Beatles") == "beatles"
+    assert normalise_entity("  Beyoncé, ") == "beyonce"
+    assert normalise_entity("New   York City") == "new york city"
+
+
+def test_subset_keeps_relevant_documents_and_is_seeded() -> None:
+    data = BeirSet(
+        name="t",
+        corpus={str(i): (f"t{i}", f"text {i}") for i in range(50)},
+        queries={"q1": "x", "q2": "y", "q3": "z"},
+        qrels={"q1": {"3": 1}, "q2": {"40": 1}, "q3": {"7": 1}},
+    )
+    small = subset(data, queries=2, docs=10, seed=1)
+    assert list(small.qrels) == ["q1", "q2"]
+    assert {"3", "40"} <= set(small.corpus)
+    assert len(small.corpus) == 10
+    assert small.corpus == subset(data, queries=2, docs=10, seed=1).corpus
+
+
+def test_synthetic_corpus_is_deterministic_and_sized_in_chunks() -> None:
+    spec = SyntheticSpec(chunks=700, queries=5, batch_assets=100)
+    one, two = SyntheticCorpus(spec=spec), SyntheticCorpus(spec=spec)
+    assert one.n_chunks == 700
+    assert np.array_equal(one.vectors, two.vectors)
+    assert one.batch(1).elements == two.batch(1).elements
+    assert np.allclose(np.linalg.norm(one.vectors, axis=1), 1.0, atol=1e-5)
+    levels = {e.sensitivity.value for b in one.batches() for e in b.elements}
+    assert levels == {"public", "internal", "confidential", "restricted"}
+
+
+def test_embedder_double_serves_the_chunks_uda_makes() -> None:
+    corpus = SyntheticCorpus(spec=SyntheticSpec(chunks=300, queries=3, batch_assets=50))
+    double = SyntheticEmbedder(corpus)
+    rows: list[int] = []
+    for batch in corpus.batches():
+        for element in batch.elements:
+            # The write path embeds "name\nchunk" for each chunk of the text.
+            texts = [f"{element.name}\n{c}" for c in chunk_text(element.text)]  # type: ignore[attr-defined]
+            rows += [double.row_of(t) for t in texts]
+    assert rows == list(range(corpus.n_chunks))
+    assert [t for _, t in corpus.chunk_texts()][5] == next(
+        f"{e.name}\n{c}"
+        for e in corpus.batch(0).elements
+        for c in chunk_text(e.text)  # type: ignore[attr-defined]
+        if double.row_of(f"{e.name}\n{c}") == 5
+    )
+    assert np.array_equal(double.embed_query(corpus.queries[2]), corpus.query_vectors[2])
+    with pytest.raises(KeyError):
+        double.embed_documents(["some text the generator never made"])
+
+
+def _kep(path: str, number: int) -> Kep:
+    return Kep(
+        path=path,
+        number=number,
+        title=path,
+        sig=path.split("/")[0],
+        status="implemented",
+        stage=None,
+        created=date(2020, 1, 1),
+        updated=None,
+        authors=(),
+        see_also=(),
+        replaces=(),
+        summary="",
+        readme="",
+        sensitivity="public",
+        scope=None,
+    )
+
+
+def test_kep_references_resolve_by_path_then_unique_number() -> None:
+    keps = [
+        _kep("sig-node/2133-kubelet-credential-providers", 2133),
+        _kep("sig-cloud-provider/2133-out-of-tree-credential-provider", 2133),
+        _kep("sig-apps/1847-autoremove-statefulset-pvcs", 1847),
+    ]
+    refs = [
+        "/keps/sig-node/2133-kubelet-credential-providers",
+        "keps/sig-apps/1847-old-name/",  # renamed folder: the unique number finds it
+        "https://github.com/kubernetes/enhancements/tree/master/keps/sig-x/2133-gone",
+        "https://github.com/kubernetes/design-proposals-archive/blob/master/x.md",
+        "n/a",
+    ]
+    assert resolve_refs(refs, keps) == [
+        "sig-node/2133-kubelet-credential-providers",
+        "sig-apps/1847-autoremove-statefulset-pvcs",
+    ]
+    assert clearance_of("sig-node/1-x", "sig-node") == clearance_of("sig-node/1-x", "sig-node")
+
+
+def test_floor_matches_brute_force_and_respects_clearance() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(40, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    owner = np.repeat(np.arange(20), 2)
+    ranks = np.array([i % 4 for i in range(20)], dtype=np.int8)
+    flat = FlatCorpus(
+        vectors=vectors,
+        owner=owner,
+        asset_ids=[f"a{i}" for i in range(20)],
+        asset_rank=ranks,
+        asset_scope=[None] * 20,
+        edges=[("a0", "p"), ("a2", "p")],
+        node_rank={"p": 3},
+        node_scope={"p": None},
+    )
+    floor = NumpyFloor(flat, bm25=False)
+    query = vectors[5]
+    dense_only = {"lexical": 0.0, "centrality": 0.0}
+    hits = floor.search(
+        query, "", limit=5, depth=0, weights=dense_only, clearance=Clearance.parse(["restricted"])
+    )
+    best = {}
+    for row, score in enumerate(vectors @ query):
+        best[int(owner[row])] = max(best.get(int(owner[row]), -9.0), float(score))
+    expected = sorted(best, key=lambda a: -best[a])[:5]
+    assert [h.element_id for h in hits] == [f"a{a}" for a in expected]
+    public = floor.search(query, "", limit=20, depth=1, weights=dense_only)
+    assert {h.element_id for h in public} == {f"a{i}" for i in range(20) if ranks[i] == 0}
+    assert all(not h.context for h in public)  # "p" is restricted: never a public context node
+
+
+def test_report_derives_ratios_and_judges_targets() -> None:
+    method = "search limit 10 depth 2, query embedding excluded"
+
+    def row(system: str, profile: str | None, p50: float) -> dict:
+        return {
+            "suite": "scale",
+            "dataset": "synthetic",
+            "system": system,
+            "method": method,
+            "profile": profile,
+            "metrics": {"wall_p50_ms": p50, "wall_p95_ms": p50 * 2},
+            "params": {"size": 100_000},
+        }
+
+    suites = {
+        "scale": {
+            "rows": [
+                row("uda", "embedded", 20.0),
+                row("siloed", "embedded", 120.0),
+                row("floor", None, 5.0),
+                row("txtai", None, 30.0),
+            ]
+        }
+    }
+    derive_ratios(suites)
+    rows = suites["scale"]["rows"]
+    assert rows[1]["metrics"]["ratio_to_uda_embedded"] == pytest.approx(6.0)
+    assert rows[2]["metrics"]["ratio_to_uda_embedded"] == pytest.approx(0.25)
+    assert "ratio_to_uda_server" not in rows[1]["metrics"]
+    targets = {t.id: t for t in evaluate_targets(suites, "full")}
+    assert targets["latency_100k_embedded"].met is True
+    assert targets["faster_than_siloed_100k_embedded"].figure == pytest.approx(6.0)
+    assert targets["within_3x_floor_100k_embedded"].figure == pytest.approx(4.0)
+    assert targets["within_3x_floor_100k_embedded"].met is False
+    assert targets["latency_100k_server"].met is None  # not measured, never guessed
+
+
+def test_floor_bm25_equals_uda_bm25_arithmetic() -> None:
+    from connectors.analyzer import query_terms, term_frequencies
+    from connectors.bm25 import bm25_top
+
+    texts = [
+        "Payment retries use an idempotency key.",
+        "Retries of failed payments back off exponentially; payments are retried three times.",
+        "The deploy schedule is weekly.",
+        "Idempotency keys make payment retries safe.",
+    ]
+    flat = FlatCorpus(
+        vectors=np.eye(4, dtype=np.float32),
+        owner=np.arange(4),
+        asset_ids=["a", "b", "c", "d"],
+        asset_rank=np.zeros(4, dtype=np.int8),
+        asset_scope=[None] * 4,
+        texts=texts,
+    )
+    floor = NumpyFloor(flat)
+    query = "payment retries idempotency"
+    hits = floor.search(
+        np.zeros(4, dtype=np.float32), query, limit=4, depth=0, weights={"semantic": 0.0}
+    )
+    wanted = set(query_terms(query))
+    rows = []
+    lengths = {i: sum(term_frequencies(t).values()) for i, t in enumerate(texts)}
+    for i, text in enumerate(texts):
+        for term, tf in term_frequencies(text).items():
+            if term in wanted:
+                rows.append((i, term, tf, lengths[i], "abcd"[i]))
+    expected = bm25_top(rows, len(texts), sum(lengths.values()) / len(texts), 4)
+    assert [h.element_id for h in hits] == [chunk for _, chunk, _ in expected]
