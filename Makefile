@@ -38,7 +38,8 @@ demo: $(STAMP)
 	$(BIN)/python -m uda.demo
 
 # Benchmarks (not part of `make test`; a smoke run of the harness is): reports go to
-# benchmarks/results/<preset>/. `bench` runs for hours, `bench-quick` in about 20 minutes.
+# benchmarks/results/<preset>/. `bench` runs for hours, `bench-quick` for an hour or more
+# (most of it embedding the corpora).
 .PHONY: bench bench-quick
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --preset full

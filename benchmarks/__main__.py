@@ -17,7 +17,7 @@ from benchmarks.datasets import DEFAULT_DATA, PROJECT_ROOT
 EPILOG = """\
 examples:
   python -m benchmarks --preset smoke                  # ~3 min: the harness end to end
-  python -m benchmarks --preset quick                  # ~20 min: full public sets, 10k chunks
+  python -m benchmarks --preset quick                  # 1 h+: full public sets, 10k chunks
   python -m benchmarks --preset full                   # hours: adds 100k and 1M chunks
   python -m benchmarks --preset full --skip-1m         # full without the 1M-chunk point
   python -m benchmarks --only scifact,multihop --profiles embedded
