@@ -105,6 +105,21 @@ def main(argv: list[str] | None = None) -> int:
         "'<!-- bench:summary:end -->' markers of FILE (repeatable; default for --preset full: "
         "README.md and benchmarks/README.md, each only if it has the markers)",
     )
+    parser.add_argument(
+        "--vector-cache",
+        type=Path,
+        default=PROJECT_ROOT / "benchmarks" / "results" / "cache" / "vectors.sqlite",
+        metavar="FILE",
+        help="keep corpus vectors in FILE between runs, keyed by the model's fingerprint and "
+        "the text, so a rerun skips the corpus embedding (default: "
+        "benchmarks/results/cache/vectors.sqlite); the ingest suite's throughput figures "
+        "never use it",
+    )
+    parser.add_argument(
+        "--no-vector-cache",
+        action="store_true",
+        help="embed every corpus text with the model, as a first run does",
+    )
     args = parser.parse_args(argv)
 
     from benchmarks.presets import PRESETS, SUITES
@@ -140,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         data=data,
         readmes=readmes,
         skipped_sizes=skipped,
+        vector_cache=None if args.no_vector_cache else args.vector_cache,
     )
     failed = [n for n, s in report["suites"].items() if s["status"] == "failed"]
     print(f"report: {out / 'summary.md'}", file=sys.stderr)

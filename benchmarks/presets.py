@@ -17,11 +17,13 @@ SUITES = ("scifact", "multihop", "keps", "scale", "ingest")
 
 # (centrality, centrality weight, graph_candidates) for the multi-hop graph rows.
 GraphVariant = tuple[Literal["degree", "pagerank"], float, bool]
-DEFAULT_VARIANTS: tuple[GraphVariant, ...] = (("degree", 0.2, False), ("pagerank", 0.2, False))
+DEFAULT_VARIANTS: tuple[GraphVariant, ...] = (("degree", 0.2, False), ("pagerank", 1.0, True))
 MORE_VARIANTS: tuple[GraphVariant, ...] = (
-    *DEFAULT_VARIANTS,
+    ("degree", 0.2, False),
     ("degree", 1.0, False),
+    ("pagerank", 0.2, False),
     ("pagerank", 1.0, False),
+    ("pagerank", 0.5, True),
     ("pagerank", 1.0, True),
 )
 

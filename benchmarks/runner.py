@@ -55,6 +55,7 @@ def run(
     data: Path,
     readmes: Sequence[Path] = (),
     skipped_sizes: Sequence[int] = (),
+    vector_cache: Path | None = None,
 ) -> dict[str, Any]:
     """Run the suites of a preset and write the report under `out`; returns the report."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -69,7 +70,12 @@ def run(
         work = Path(work_dir)
         servers = Servers(work / "servers")
         ctx = Context(
-            preset=preset, data=data, work=work, servers=servers, profiles=tuple(profiles)
+            preset=preset,
+            data=data,
+            work=work,
+            servers=servers,
+            profiles=tuple(profiles),
+            vector_cache=vector_cache,
         )
         try:
             for name in suites:
@@ -92,6 +98,7 @@ def run(
                     )
         finally:
             servers.close()
+            ctx.close()
         if servers.start_seconds is not None:
             machine["server_start_s"] = servers.start_seconds
         embedding = ctx.embedding_stats()

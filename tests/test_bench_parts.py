@@ -3,13 +3,16 @@ double, KEP references, the numpy floor, and how the report derives ratios and t
 
 from __future__ import annotations
 
+import hashlib
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from benchmarks.baselines.floor import FlatCorpus, NumpyFloor
 from benchmarks.datasets import BeirSet, normalise_entity, subset, title_mention_graph
+from benchmarks.embedding import CachingEmbedder, VectorCache, model_fingerprint
 from benchmarks.keps import Kep, clearance_of, resolve_refs
 from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
 from benchmarks.targets import derive_ratios, evaluate_targets
@@ -222,3 +225,53 @@ def test_floor_bm25_equals_uda_bm25_arithmetic() -> None:
                 rows.append((i, term, tf, lengths[i], "abcd"[i]))
     expected = bm25_top(rows, len(texts), sum(lengths.values()) / len(texts), 4)
     assert [h.element_id for h in hits] == [chunk for _, chunk, _ in expected]
+
+
+class _CountingModel:
+    """Test double of the sentence-transformers embedder: a vector from each text's hash."""
+
+    dimension = 4
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        rows = [
+            np.frombuffer(hashlib.sha256(t.encode()).digest()[:16], dtype=np.float32) for t in texts
+        ]
+        return np.stack(rows).astype(np.float32)
+
+
+def test_vector_cache_keeps_vectors_per_model_across_runs(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.sqlite"
+    model = _CountingModel()
+    first = CachingEmbedder(model, disk=VectorCache(path, "model-a", 4))  # type: ignore[arg-type]
+    vectors = first.embed_documents(["alpha", "beta", "alpha"])
+    assert model.calls == [["alpha", "beta"]]
+    assert (first.embedded, first.from_disk) == (2, 0)
+
+    again = _CountingModel()
+    second = CachingEmbedder(again, disk=VectorCache(path, "model-a", 4))  # type: ignore[arg-type]
+    assert np.array_equal(second.embed_documents(["alpha", "beta", "alpha"]), vectors)
+    assert again.calls == []
+    assert (second.embedded, second.from_disk) == (0, 2)
+    # A text not seen before goes to the model; the rest still come from disk.
+    second.embed_documents(["beta", "gamma"])
+    assert again.calls == [["gamma"]]
+
+    # Other weights, other vectors: nothing is shared between model fingerprints.
+    other = _CountingModel()
+    third = CachingEmbedder(other, disk=VectorCache(path, "model-b", 4))  # type: ignore[arg-type]
+    third.embed_documents(["alpha"])
+    assert other.calls == [["alpha"]]
+
+
+def test_model_fingerprint_changes_with_any_file(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "weights.bin").write_bytes(b"\x00" * 10)
+    (tmp_path / "sub" / "config.json").write_text("{}")
+    before = model_fingerprint(tmp_path)
+    assert model_fingerprint(tmp_path) == before
+    (tmp_path / "sub" / "config.json").write_text('{"x": 1}')
+    assert model_fingerprint(tmp_path) != before

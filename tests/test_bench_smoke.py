@@ -44,7 +44,17 @@ def smoke_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
     out = tmp_path_factory.mktemp("bench")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run(  # noqa: S603 - our own interpreter and module
-        [sys.executable, "-m", "benchmarks", "--preset", "smoke", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--preset",
+            "smoke",
+            "--out",
+            str(out),
+            "--vector-cache",
+            str(out / "cache" / "vectors.sqlite"),
+        ],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,

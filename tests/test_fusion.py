@@ -196,10 +196,26 @@ def test_ranks_by_score_negative_scores_and_empty() -> None:
     assert ranks_by_score({}) == {}
 
 
-def test_centrality_ranks_only_positive() -> None:
+def test_centrality_ranks_every_candidate_once_the_graph_says_something() -> None:
     ranks = centrality_ranks({"a": 3.0, "b": 0.0, "c": 1.0}, {"a": 1, "b": 2, "c": 3})
-    assert ranks == {"a": 1, "c": 2}
-    assert "b" not in ranks
+    # b has no edge: the least central, not left out (which would make it worse off than
+    # any connected candidate by a whole leg).
+    assert ranks == {"a": 1, "c": 2, "b": 3}
+
+
+def test_disconnected_best_match_is_not_overtaken_for_being_unconnected() -> None:
+    # A sparse graph: only the 20th semantic candidate has an edge. With the 0.2 default
+    # weight, the best semantic match must stay first, and the connected candidate may
+    # move up a little, not a dozen places.
+    semantic = {f"d{i:02d}": i for i in range(1, 31)}
+    centrality = dict.fromkeys(semantic, 0.0) | {"d20": 1.0}
+    weights = {Leg.SEMANTIC: 1.0, Leg.CENTRALITY: 0.2}
+    fused = rrf(
+        {Leg.SEMANTIC: semantic, Leg.CENTRALITY: centrality_ranks(centrality, semantic)}, weights
+    )
+    order = sorted(fused, key=lambda key: (-fused[key], key))
+    assert order[0] == "d01"
+    assert order.index("d20") >= 15
 
 
 def test_centrality_ranks_ties_by_semantic_rank_then_id() -> None:

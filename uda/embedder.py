@@ -74,9 +74,13 @@ class SentenceTransformerEmbedder:
                 # A progress bar per model load is noise in CLI output and test logs.
                 transformers_logging.disable_progress_bar()
 
-                path = self._model_path or packaged_model_path()
-                self._model = SentenceTransformer(path, device="cpu")
+                self._model = SentenceTransformer(self.model_path, device="cpu")
             return self._model
+
+    @property
+    def model_path(self) -> str:
+        """The folder the weights are loaded from."""
+        return self._model_path or packaged_model_path()
 
     @property
     def dimension(self) -> int:

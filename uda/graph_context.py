@@ -7,6 +7,7 @@ and nothing to any count or centrality.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -79,19 +80,41 @@ def degree_centrality(adj: Adjacency, candidates: Iterable[str]) -> dict[str, fl
     return {c: float(len(adj.get(c, ()))) for c in candidates}
 
 
+# How sharply the PageRank seeds follow the Phase-1 scores: weight exp((score - best) / T).
+# Cosine similarities of one query's candidates differ by tenths; seeding in proportion to
+# them spreads the restart mass almost evenly, and the walk then measures plain
+# connectedness (degree) rather than nearness to the best matches. With T = 0.02 a
+# candidate 0.1 below the best seeds e^-5 as much (benchmarks/README.md, multi-hop).
+PAGERANK_SEED_TEMPERATURE = 0.02
+PAGERANK_DAMPING = 0.85
+
+
 def pagerank_centrality(
     edges: Sequence[GraphEdge], seeds: Mapping[str, float], candidates: Iterable[str]
 ) -> dict[str, float]:
-    """Personalized PageRank over the visible subgraph, seeded by the candidates' scores."""
+    """Personalized PageRank over the visible subgraph, seeded by the candidates' scores.
+
+    Every candidate is a node, edges or not, so a seed without edges keeps the mass it
+    restarts with instead of dropping out. Seeds are `seeds` (Phase-1 scores, higher is
+    better) sharpened by `PAGERANK_SEED_TEMPERATURE`; nodes without a seed score get none.
+    """
     wanted = list(candidates)
     if not edges:
         return dict.fromkeys(wanted, 0.0)
     graph: nx.Graph[str] = nx.Graph()
+    graph.add_nodes_from(wanted)
     graph.add_edges_from((e.source_id, e.target_id) for e in edges)
-    personalization = {n: max(seeds.get(n, 0.0), 0.0) for n in graph.nodes}
-    if sum(personalization.values()) <= 0:
+    scored = {n: seeds[n] for n in graph.nodes if n in seeds and math.isfinite(seeds[n])}
+    if not scored:
         return dict.fromkeys(wanted, 0.0)
-    ranks: dict[str, float] = nx.pagerank(graph, personalization=personalization)  # pyright: ignore[reportUnknownMemberType]
+    best = max(scored.values())
+    personalization = {
+        n: math.exp((scored[n] - best) / PAGERANK_SEED_TEMPERATURE) if n in scored else 0.0
+        for n in graph.nodes
+    }
+    ranks: dict[str, float] = nx.pagerank(  # pyright: ignore[reportUnknownMemberType]
+        graph, alpha=PAGERANK_DAMPING, personalization=personalization
+    )
     return {c: ranks.get(c, 0.0) for c in wanted}
 
 

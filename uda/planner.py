@@ -200,7 +200,9 @@ class Planner:
         }
         semantic_ranks = ranks_by_score(semantic)
         if plan.centrality == "pagerank":
-            centrality = pagerank_centrality(seen_edges, semantic, candidates)
+            centrality = pagerank_centrality(
+                seen_edges, _seed_scores(semantic, lexical), candidates
+            )
         else:
             centrality = degree_centrality(adj, candidates)
         ranks = {
@@ -233,6 +235,18 @@ class Planner:
                 )
             )
         return SearchResponse(plan=plan, ranked=results)
+
+
+def _seed_scores(semantic: Mapping[str, float], lexical: Mapping[str, float]) -> dict[str, float]:
+    """PageRank seeds: cosine similarities, or BM25 as a fraction of the best.
+
+    BM25 seeds only when the semantic leg is off; it has no fixed scale, and the seed
+    temperature assumes one.
+    """
+    if semantic:
+        return dict(semantic)
+    best = max(lexical.values(), default=0.0)
+    return {eid: score / best for eid, score in lexical.items()} if best > 0 else {}
 
 
 def _collapse(hits: Iterable[ChunkHit], into: dict[tuple[str, int], _Best]) -> None:

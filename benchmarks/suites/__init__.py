@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.embedding import CachingEmbedder
+from benchmarks.embedding import CachingEmbedder, VectorCache, model_fingerprint
 from benchmarks.presets import Preset
 from benchmarks.systems import Servers
 
@@ -28,22 +28,43 @@ class Context:
     work: Path
     servers: Servers
     profiles: tuple[str, ...]
+    # Where corpus vectors are kept between runs (None: embed everything every run).
+    vector_cache: Path | None = None
     started: float = field(default_factory=time.perf_counter)
     _embedder: CachingEmbedder | None = None
+    _disk: VectorCache | None = None
 
     @property
     def embedder(self) -> CachingEmbedder:
-        """The packaged MiniLM behind a per-process text cache (loaded on first use)."""
+        """The packaged MiniLM behind a text cache in memory and, if asked, on disk."""
         if self._embedder is None:
-            self._embedder = CachingEmbedder()
-            self._embedder.embed_query("warm up")
+            embedder = CachingEmbedder()
+            if self.vector_cache is not None:
+                folder = Path(embedder.inner.model_path)
+                self._disk = VectorCache(
+                    self.vector_cache, model_fingerprint(folder), embedder.dimension
+                )
+                embedder = CachingEmbedder(embedder.inner, disk=self._disk)
+            embedder.embed_query("warm up")
+            self._embedder = embedder
         return self._embedder
 
-    def embedding_stats(self) -> dict[str, float] | None:
-        """How many document texts the model embedded for the run, and in how long."""
+    def embedding_stats(self) -> dict[str, float | str | None] | None:
+        """How many document texts the model embedded for the run, in how long, and how
+        many vectors came from the on-disk cache instead."""
         if self._embedder is None:
             return None
-        return {"texts": float(self._embedder.embedded), "seconds": self._embedder.seconds}
+        return {
+            "texts": float(self._embedder.embedded),
+            "seconds": self._embedder.seconds,
+            "from_disk_cache": float(self._embedder.from_disk),
+            "disk_cache": None if self._disk is None else self._disk.path.name,
+        }
+
+    def close(self) -> None:
+        """Release the on-disk cache."""
+        if self._disk is not None:
+            self._disk.close()
 
     def quality_profiles(self) -> list[str]:
         """Profiles the quality suites run on: the preset's, narrowed by `--profiles`."""
