@@ -76,9 +76,10 @@ def properties_type() -> pa.StructType:
     return pa.struct([pa.field(n, fields[n]) for n in sorted(fields)])
 
 
-def property_names() -> list[str]:
+@cache
+def property_names() -> frozenset[str]:
     """Names of the fields in the `properties` struct."""
-    return [f.name for f in properties_type()]
+    return frozenset(f.name for f in properties_type())
 
 
 EXTRAS_TYPE = pa.map_(pa.string(), pa.string())

@@ -25,6 +25,7 @@ from ontology import (
     SystemComponent,
 )
 from ontology import arrow as ontology_arrow
+from uda.results import ArrowResponse
 
 # -- the pinned schema -------------------------------------------------------------------------
 
@@ -449,3 +450,21 @@ def test_json_schema_has_every_type_and_relation() -> None:
     for spec in relations.values():
         assert spec["sources"]
         assert spec["targets"]
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_views_of_a_response_equal_those_of_its_table(loaded: uda.Client, depth: int) -> None:
+    # A response builds `results` and `to_elements()` from its rows directly; a response
+    # rebuilt from the Arrow table (what the HTTP client gets) builds them from the table.
+    # Both must give the same objects, property types included.
+    res = loaded.search("Apache Arrow results", limit=5, clearance_scope=ALL, expand_depth=depth)
+    assert len(res) >= 2
+    rebuilt = ArrowResponse(res.to_arrow())
+    assert [r.model_dump() for r in res.results] == [r.model_dump() for r in rebuilt.results]
+    ours, theirs = res.to_elements(), rebuilt.to_elements()
+    assert [e.model_dump() for e in ours] == [e.model_dump() for e in theirs]
+    assert [[(c.relation, c.element.model_dump()) for c in e.context] for e in ours] == [
+        [(c.relation, c.element.model_dump()) for c in e.context] for e in theirs
+    ]
+    if depth:
+        assert any(r.context_nodes for r in res.results)

@@ -57,13 +57,16 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
-def _split_fields(state: StoredState) -> tuple[dict[str, Any], dict[str, str]]:
+Fields = tuple[dict[str, Any], dict[str, str]]
+
+
+def _split_fields(state: StoredState) -> Fields:
     """Typed properties (the struct) and string extras of a stored state."""
     cls = element_class(state.element_type)
     payload = dict(state.payload)
     payload.pop("element_type", None)
     element = cls.model_validate(payload) if cls is not None else None
-    struct_names = set(property_names())
+    struct_names = property_names()
     properties: dict[str, Any] = dict.fromkeys(struct_names)
     extras: dict[str, str] = dict(payload.get("extras") or {})
     if element is not None:
@@ -78,6 +81,20 @@ def _split_fields(state: StoredState) -> tuple[dict[str, Any], dict[str, str]]:
     return properties, extras
 
 
+def _fields_once(state: StoredState, seen: dict[tuple[str, int], Fields]) -> Fields:
+    """`_split_fields`, once per element state of a response.
+
+    At depth 2 the same repository, decision or author is a context node of many results
+    (about 25 context nodes per result, a few dozen distinct, in the synthetic benchmark);
+    validating each occurrence was most of the cost of building the results.
+    """
+    key = (state.element_id, state.version)
+    fields = seen.get(key)
+    if fields is None:
+        fields = seen[key] = _split_fields(state)
+    return fields
+
+
 def _node_common(state: StoredState) -> dict[str, Any]:
     return {
         "sensitivity": _LEVELS[state.sensitivity_rank].value,
@@ -88,12 +105,12 @@ def _node_common(state: StoredState) -> dict[str, Any]:
     }
 
 
-def _row(result: RankedResult) -> dict[str, Any]:
+def _row(result: RankedResult, seen: dict[tuple[str, int], Fields]) -> dict[str, Any]:
     state = result.state
-    properties, extras = _split_fields(state)
+    properties, extras = _fields_once(state, seen)
     context: list[dict[str, Any]] = []
     for hop, node in result.context:
-        node_props, node_extras = _split_fields(node)
+        node_props, node_extras = _fields_once(node, seen)
         context.append(
             {
                 "element_id": node.element_id,
@@ -157,15 +174,40 @@ def _element_from(row: Mapping[str, Any]) -> Element:
     return cls.model_validate(data)
 
 
+def ranked_rows(ranked: Sequence[RankedResult]) -> list[dict[str, Any]]:
+    """Ranked results as rows of `ontology.result_schema()`, in Python values."""
+    seen: dict[tuple[str, int], Fields] = {}
+    return [_row(r, seen) for r in ranked]
+
+
 def ranked_batch(ranked: Sequence[RankedResult]) -> pa.RecordBatch:
     """Ranked results as one record batch in `ontology.result_schema()`."""
+    return _batch(ranked_rows(ranked))
+
+
+def _batch(rows: Sequence[Mapping[str, Any]]) -> pa.RecordBatch:
     # One batch: results are bounded by `limit`, and one batch keeps one dictionary per
     # dictionary column, which IPC files require.
-    return pa.RecordBatch.from_pylist([_row(r) for r in ranked], schema=result_schema())
+    return pa.RecordBatch.from_pylist(list(rows), schema=result_schema())
 
 
-def search_result(row: Mapping[str, Any]) -> SearchResult:
-    """One row of the result schema (as `to_pylist()` gives it) as a `SearchResult`."""
+def search_result(
+    row: Mapping[str, Any], seen: dict[tuple[str, int], dict[str, Any]] | None = None
+) -> SearchResult:
+    """One row of the result schema (as `to_pylist()` gives it) as a `SearchResult`.
+
+    `seen` shares the flattened properties of context nodes between the rows of one
+    response (a context node's properties do not depend on the result it hangs off).
+    """
+    memo: dict[tuple[str, int], dict[str, Any]] = {} if seen is None else seen
+
+    def node_properties(node: Mapping[str, Any]) -> dict[str, Any]:
+        key = (node["element_id"], node["version"])
+        flat = memo.get(key)
+        if flat is None:
+            flat = memo[key] = _flat_properties(node)
+        return dict(flat)
+
     return SearchResult(
         element_id=row["element_id"],
         element_type=row["element_type"],
@@ -182,7 +224,7 @@ def search_result(row: Mapping[str, Any]) -> SearchResult:
                 "direction": n["direction"],
                 "depth": n["depth"],
                 "via": n["via"],
-                "properties": _flat_properties(n),
+                "properties": node_properties(n),
             }
             for n in row["context_nodes"]
         ],
@@ -367,7 +409,8 @@ class ResultViews(ABC):
     @property
     def results(self) -> list[SearchResult]:
         """The results as `SearchResult` models, best first."""
-        return [search_result(row) for row in self._rows]
+        seen: dict[tuple[str, int], dict[str, Any]] = {}
+        return [search_result(row, seen) for row in self._rows]
 
     def to_elements(self) -> list[Element]:
         """Typed ontology objects with their context attached (`doc.repository.name`)."""
@@ -396,7 +439,14 @@ class SearchResponse(ResultViews):
 
     def to_batches(self) -> pa.RecordBatchReader:
         """The results as Arrow record batches in `ontology.result_schema()`."""
-        return pa.RecordBatchReader.from_batches(result_schema(), [ranked_batch(self._ranked)])
+        return pa.RecordBatchReader.from_batches(result_schema(), [_batch(self._rows)])
+
+    @cached_property
+    def _rows(self) -> list[dict[str, Any]]:
+        # The rows the Arrow batch is built from, used as they are: `results` and
+        # `to_elements()` need no Arrow round trip (it was most of their cost), and
+        # tests/test_arrow_schema.py checks both views equal those of the table.
+        return ranked_rows(self._ranked)
 
     def explain(self) -> Explanation:
         """The plan and each leg's raw score, decayed score, rank and contribution."""
