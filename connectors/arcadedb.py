@@ -182,8 +182,9 @@ class ArcadeDBStore(Connector, GraphCapable):
         depth: int,
         relations: Sequence[str] | None,
         as_of: int | None,
+        backward_hops: int | None = None,
     ) -> Subgraph:
-        """Every edge within `depth` hops of the seeds, either direction, in one query.
+        """Every edge within `depth` hops of the seeds, in one query (see `GraphCapable`).
 
         Seeds missing from the store are left out; an empty allow-list follows no edge.
         """
@@ -201,7 +202,9 @@ class ArcadeDBStore(Connector, GraphCapable):
                 params["as_of"] = as_of
             if filtered:
                 params["relations"] = list(relations or ())
-        rows = await self._backend.query("cypher", expand_query(depth, as_of, filtered), params)
+        rows = await self._backend.query(
+            "cypher", expand_query(depth, as_of, filtered, backward_hops), params
+        )
         nodes: dict[str, str] = {}
         edges: dict[tuple[str, str, str], GraphEdge] = {}
         for row in rows:

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from connectors.arcadedb_backends import NAME
-from connectors.records import OPEN, ChunkRecord, GraphEdge, SearchFilter
+from connectors.records import OPEN, ChunkRecord, GraphEdge, SearchFilter, walks_back
 from uda.errors import ConnectorError
 
 T = TypeVar("T")
@@ -90,23 +90,30 @@ def _edge_condition(var: str, as_of: int | None, filtered: bool) -> str:
     return valid + (f" AND {var}.relation IN $relations" if filtered else "")
 
 
-def _hops(level: int, depth: int, node: str, as_of: int | None, filtered: bool) -> str:
+def _hops(
+    level: int, depth: int, node: str, as_of: int | None, filtered: bool, backward: int | None
+) -> str:
     """A pattern comprehension listing the edges at `node`, each with the hops beyond it."""
     edge, other = f"e{level}", f"m{level}"
     items = [f"{edge}.{p}" for p in ("src", "relation", "tgt", "vf", "vt")]
     items += [f"{other}.eid", f"{other}.etype"]
     if level + 1 < depth:
-        items.append(_hops(level + 1, depth, other, as_of, filtered))
+        items.append(_hops(level + 1, depth, other, as_of, filtered, backward))
+    arrow = "-" if walks_back(level, backward) else "->"
     return (
-        f"[({node})-[{edge}:UdaEdge]-({other}) WHERE {_edge_condition(edge, as_of, filtered)}"
-        f" | [{', '.join(items)}]]"
+        f"[({node})-[{edge}:UdaEdge]{arrow}({other}) WHERE "
+        f"{_edge_condition(edge, as_of, filtered)} | [{', '.join(items)}]]"
     )
 
 
-def expand_query(depth: int, as_of: int | None, filtered: bool) -> str:
-    """The single statement that expands a whole batch of seeds `depth` hops, both ways.
+def expand_query(
+    depth: int, as_of: int | None, filtered: bool, backward_hops: int | None = None
+) -> str:
+    """The single statement that expands a whole batch of seeds `depth` hops.
 
-    Only fixed text is assembled here; ids, relations and times are parameters.
+    Hops walk edges either way while `connectors.records.walks_back` says so, and along
+    their direction after that. Only fixed text is assembled here; ids, relations and times
+    are parameters.
     """
     # `WHERE s.eid = sid`, not `{eid: sid}`: see DELETE_NODES. Both use the unique index.
     head = (
@@ -114,7 +121,7 @@ def expand_query(depth: int, as_of: int | None, filtered: bool) -> str:
     )
     if depth == 0:
         return head
-    return f"{head}, {_hops(0, depth, 's', as_of, filtered)} AS hops"
+    return f"{head}, {_hops(0, depth, 's', as_of, filtered, backward_hops)} AS hops"
 
 
 def collect(

@@ -123,11 +123,16 @@ class GraphCapable(ABC):
         depth: int,
         relations: Sequence[str] | None,
         as_of: int | None,
+        backward_hops: int | None = None,
     ) -> Subgraph:
-        """Every edge within `depth` hops of any of `element_ids`, either direction.
+        """Every edge within `depth` hops of any of `element_ids`.
 
         One call for the whole batch. `relations` limits the edge types followed (None: all);
-        `as_of` selects the edges valid then (None: now).
+        `as_of` selects the edges valid then (None: now). Hop `i` (0-based) follows edges
+        from target to source as well as from source to target while `i < backward_hops`
+        (None: at every hop), and only from source to target after that
+        (`connectors.records.walks_back`): with 1, a document reaches its repository but not
+        the repository's other documents.
         """
 
     @abstractmethod

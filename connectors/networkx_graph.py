@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import networkx as nx
 
 from connectors.base import Connector, GraphCapable
-from connectors.records import OPEN, GraphEdge, GraphNode, Subgraph
+from connectors.records import OPEN, GraphEdge, GraphNode, Subgraph, walks_back
 from uda.errors import ConnectorError
 
 T = TypeVar("T")
@@ -158,9 +158,12 @@ class NetworkXConnector(Connector, GraphCapable):
         depth: int,
         relations: Sequence[str] | None,
         as_of: int | None,
+        backward_hops: int | None = None,
     ) -> Subgraph:
-        """Breadth-first, both directions, over edges valid at `as_of`, for the whole batch."""
-        return await self._run(lambda: self._expand(element_ids, depth, relations, as_of))
+        """Breadth-first over edges valid at `as_of`, for the whole batch."""
+        return await self._run(
+            lambda: self._expand(element_ids, depth, relations, as_of, backward_hops)
+        )
 
     def _expand(
         self,
@@ -168,6 +171,7 @@ class NetworkXConnector(Connector, GraphCapable):
         depth: int,
         relations: Sequence[str] | None,
         as_of: int | None,
+        backward_hops: int | None,
     ) -> Subgraph:
         allowed = None if relations is None else set(relations)
         graph = self._graph
@@ -175,8 +179,9 @@ class NetworkXConnector(Connector, GraphCapable):
             frontier = [n for n in dict.fromkeys(element_ids) if n in graph]
             seen = set(frontier)
             edges: dict[tuple[str, str, str], GraphEdge] = {}
-            for _ in range(depth):
+            for level in range(depth):
                 following: list[str] = []
+                back = walks_back(level, backward_hops)
                 for node in frontier:
                     incident = [
                         *(
@@ -185,7 +190,9 @@ class NetworkXConnector(Connector, GraphCapable):
                         ),
                         *(
                             (s, node, r, d)
-                            for s, _, r, d in graph.in_edges(node, keys=True, data=True)
+                            for s, _, r, d in (
+                                graph.in_edges(node, keys=True, data=True) if back else ()
+                            )
                         ),
                     ]
                     for source, target, relation, data in incident:

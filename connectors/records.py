@@ -123,3 +123,12 @@ class Subgraph:
 
 
 Direction = Literal["out", "in"]
+
+
+def walks_back(level: int, backward_hops: int | None) -> bool:
+    """Whether hop `level` (0-based) also follows edges from target to source.
+
+    The one traversal rule: graph connectors (`expand`), the planner's re-check over the
+    visible edges and the per-result context paths all use it.
+    """
+    return backward_hops is None or level < backward_hops

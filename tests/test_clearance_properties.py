@@ -186,23 +186,23 @@ class Truth:
         vis = self.visible
         return {(s, r, t) for s, r, t in self.corpus.relations if s in vis and t in vis}
 
-    def adjacency(self) -> dict[str, set[str]]:
-        adj: dict[str, set[str]] = {}
-        for s, _, t in self.visible_edges:
-            adj.setdefault(s, set()).add(t)
-            adj.setdefault(t, set()).add(s)
-        return adj
-
     def distances(self, origin: str, depth: int) -> dict[str, int]:
-        """Shortest distances (1..depth) from origin in the visible graph."""
-        adj = self.adjacency()
+        """Shortest distances (1..depth) from origin in the visible graph, walking the first
+        hop either way and every later hop along the edge's direction (`traverse="context"`:
+        a document reaches its repository, not the repository's other documents)."""
+        either: dict[str, set[str]] = {}
+        forward: dict[str, set[str]] = {}
+        for s, _, t in self.visible_edges:
+            either.setdefault(s, set()).add(t)
+            either.setdefault(t, set()).add(s)
+            forward.setdefault(s, set()).add(t)
         dist = {origin: 0}
         queue = deque([origin])
         while queue:
             node = queue.popleft()
             if dist[node] == depth:
                 continue
-            for other in adj.get(node, ()):
+            for other in (either if dist[node] == 0 else forward).get(node, ()):
                 if other not in dist:
                     dist[other] = dist[node] + 1
                     queue.append(other)

@@ -136,6 +136,7 @@ class RecordingGraphDouble(Connector, GraphCapable):
         depth: int,
         relations: Sequence[str] | None,
         as_of: int | None,
+        backward_hops: int | None = None,
     ) -> Subgraph:
         self.expand_calls.append(len(element_ids))
         ids = set(element_ids)

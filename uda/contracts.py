@@ -13,6 +13,11 @@ from uda.fusion import Leg
 from uda.hlc import from_datetime
 
 Centrality = Literal["degree", "pagerank"]
+# How expansion walks edges. "context": either way at the first hop, then only along the
+# edges' direction, so a document reaches its repository, its decision and that decision's
+# author, but not the repository's other thousand documents. "association": either way at
+# every hop, for graphs whose meaning is shared neighbours (passage -> entity <- passage).
+Traverse = Literal["context", "association"]
 
 
 class SearchRequest(BaseModel):
@@ -35,6 +40,7 @@ class SearchRequest(BaseModel):
     decay: bool = True
     centrality: Centrality = "degree"
     graph_candidates: bool = False
+    traverse: Traverse = "context"
     pool_size: int | None = Field(default=None, ge=1, le=1000)
 
     @field_validator("limit", "expand_depth", "pool_size", mode="before")

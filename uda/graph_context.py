@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from connectors.records import GraphEdge
+from connectors.records import GraphEdge, walks_back
 
 Adjacency = Mapping[str, Sequence[tuple[str, str, str]]]  # node -> (neighbour, relation, dir)
 
@@ -35,21 +35,30 @@ def visible_edges(edges: Iterable[GraphEdge], visible: set[str]) -> list[GraphEd
     return [kept[key] for key in sorted(kept)]
 
 
-def within_reach(edges: Sequence[GraphEdge], seeds: Iterable[str], depth: int) -> list[GraphEdge]:
+def within_reach(
+    edges: Sequence[GraphEdge],
+    seeds: Iterable[str],
+    depth: int,
+    backward_hops: int | None = None,
+) -> list[GraphEdge]:
     """The edges reachable from `seeds` within `depth` hops over `edges` alone.
 
     The stores expanded from every phase-1 candidate; if a store's metadata was stale and a
-    hidden element got in, whatever was reached only through it must not count.
+    hidden element got in, whatever was reached only through it must not count. Edges are
+    walked backwards only in the first `backward_hops` hops (None: every hop).
     """
     adj = adjacency(edges)
     frontier = list(dict.fromkeys(seeds))
     seen = set(frontier)
     kept: dict[tuple[str, str, str], GraphEdge] = {}
     by_key = {e.key: e for e in edges}
-    for _ in range(depth):
+    for level in range(depth):
         following: list[str] = []
+        back = walks_back(level, backward_hops)
         for node in frontier:
             for neighbour, relation, direction in adj.get(node, ()):
+                if direction == "in" and not back:
+                    continue
                 key = (
                     (node, relation, neighbour)
                     if direction == "out"
@@ -118,16 +127,22 @@ def pagerank_centrality(
     return {c: ranks.get(c, 0.0) for c in wanted}
 
 
-def context_hops(origin: str, adj: Adjacency, depth: int, limit: int) -> list[ContextHop]:
-    """Nodes within `depth` hops of `origin`, breadth first, at most `limit` of them."""
+def context_hops(
+    origin: str, adj: Adjacency, depth: int, limit: int, backward_hops: int | None = None
+) -> list[ContextHop]:
+    """Nodes within `depth` hops of `origin`, breadth first, at most `limit` of them.
+
+    Edges are walked backwards only in the first `backward_hops` hops (None: every hop).
+    """
     hops: list[ContextHop] = []
     seen = {origin}
     frontier = [origin]
     for level in range(1, depth + 1):
         following: list[str] = []
+        back = walks_back(level - 1, backward_hops)
         for node in frontier:
             for neighbour, relation, direction in adj.get(node, ()):
-                if neighbour in seen:
+                if neighbour in seen or (direction == "in" and not back):
                     continue
                 if len(hops) >= limit:
                     return hops

@@ -12,7 +12,7 @@ from ontology import element_class, element_types, knowledge_asset_types, relati
 from ontology import relation_types as known_relations
 from uda.clearance import Clearance
 from uda.config import SearchDefaults
-from uda.contracts import Centrality, SearchRequest
+from uda.contracts import Centrality, SearchRequest, Traverse
 from uda.errors import UnknownElementTypeError, UnknownRelationError
 from uda.filters import PUSHDOWN_OPS, Predicate, parse_filters
 from uda.fusion import Leg
@@ -39,6 +39,7 @@ class Plan:
     decay_floor: float
     centrality: Centrality
     graph_candidates: bool
+    traverse: Traverse
     max_context_nodes: int
     vector_connectors: tuple[str, ...] = ()
     text_connectors: tuple[str, ...] = ()
@@ -62,6 +63,7 @@ class Plan:
             f"lexical: {legs(self.text_connectors)}; pushdown: clearance, validity"
             + (", filters" if self.pushdown.predicates else ""),
             f"phase 2 graph: {legs(self.graph_connectors)} depth={self.expand_depth} "
+            f"traverse={self.traverse} "
             f"relations={', '.join(self.relations) if self.relations else 'all'} "
             f"centrality={self.centrality}",
             f"phase 3 relational: {self.system_of_record}; decay="
@@ -78,6 +80,11 @@ class Plan:
                 "timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in self.timings_ms.items())
             )
         return "\n".join(lines)
+
+    @property
+    def backward_hops(self) -> int | None:
+        """Leading hops in which expansion also walks edges backwards (None: every hop)."""
+        return 1 if self.traverse == "context" else None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as plain data (for logs, explain output and persistence)."""
@@ -98,6 +105,7 @@ class Plan:
             "decay_floor": self.decay_floor,
             "centrality": self.centrality,
             "graph_candidates": self.graph_candidates,
+            "traverse": self.traverse,
             "connectors": {
                 "vector": list(self.vector_connectors),
                 "text": list(self.text_connectors),
@@ -175,6 +183,7 @@ def make_plan(
         decay_floor=defaults.decay_floor if request.decay_floor is None else request.decay_floor,
         centrality=request.centrality,
         graph_candidates=request.graph_candidates,
+        traverse=request.traverse,
         max_context_nodes=defaults.max_context_nodes,
         vector_connectors=vector,
         text_connectors=text,

@@ -147,7 +147,13 @@ class Planner:
             return [], set()
         subgraphs = await _together(
             [
-                g.expand(candidate_ids, plan.expand_depth, plan.relations, plan.as_of)
+                g.expand(
+                    candidate_ids,
+                    plan.expand_depth,
+                    plan.relations,
+                    plan.as_of,
+                    backward_hops=plan.backward_hops,
+                )
                 for g in self._graph
             ]
         )
@@ -171,7 +177,9 @@ class Planner:
             raise
         visible = {eid for eid, state in states.items() if _visible(plan, state)}
         seeds = [eid for eid in candidate_ids if eid in visible]
-        seen_edges = within_reach(visible_edges(edges, visible), seeds, plan.expand_depth)
+        seen_edges = within_reach(
+            visible_edges(edges, visible), seeds, plan.expand_depth, plan.backward_hops
+        )
         adj = adjacency(seen_edges)
 
         semantic_raw = _leg_scores(phase1.semantic, states, visible)
@@ -216,7 +224,9 @@ class Planner:
 
         results: list[RankedResult] = []
         for eid in ordered:
-            hops = context_hops(eid, adj, plan.expand_depth, plan.max_context_nodes)
+            hops = context_hops(
+                eid, adj, plan.expand_depth, plan.max_context_nodes, plan.backward_hops
+            )
             snippet = (semantic_raw.get(eid) or lexical_raw.get(eid) or (0.0, ""))[1]
             results.append(
                 RankedResult(

@@ -42,6 +42,9 @@ def graph_configs(ctx: Context) -> list[UdaConfig]:
                     "expand_depth": 2,
                     "centrality": centrality,
                     "graph_candidates": candidates,
+                    # Passages meet through the entities they share: walk edges both ways
+                    # at both hops (passage -> entity <- passage).
+                    "traverse": "association",
                 },
             )
         )

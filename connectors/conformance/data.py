@@ -352,27 +352,38 @@ def reference_expand(
     depth: int,
     relations: Sequence[str] | None,
     as_of: int | None,
+    backward_hops: int | None = None,
 ) -> set[tuple[str, str, str]]:
-    """Every allowed, valid edge with an endpoint fewer than `depth` hops from a seed.
+    """Every allowed, valid edge followed from a node fewer than `depth` hops from a seed.
 
-    Hops follow edges in either direction, only through allowed relations valid at `as_of`.
+    Hops follow only allowed relations valid at `as_of`. A node at distance d follows its
+    outgoing edges, and its incoming ones too while `backward_hops` is None or d is below it.
     """
     usable = [
         e for e in edges if e.valid_at(as_of) and (relations is None or e.relation in relations)
     ]
+
+    def both_ways(hop: int) -> bool:
+        return backward_hops is None or hop < backward_hops
+
     distance = dict.fromkeys(seeds, 0)
     frontier = list(distance)
     for hop in range(1, depth + 1):
         following: list[str] = []
         for e in usable:
-            for a, b in ((e.source_id, e.target_id), (e.target_id, e.source_id)):
+            steps = [(e.source_id, e.target_id)]
+            if both_ways(hop - 1):
+                steps.append((e.target_id, e.source_id))
+            for a, b in steps:
                 if a in frontier and b not in distance:
                     distance[b] = hop
                     following.append(b)
         frontier = following
     far = depth + 1
-    return {
-        e.key
-        for e in usable
-        if min(distance.get(e.source_id, far), distance.get(e.target_id, far)) < depth
-    }
+    kept: set[tuple[str, str, str]] = set()
+    for e in usable:
+        from_source = distance.get(e.source_id, far)
+        from_target = distance.get(e.target_id, far)
+        if from_source < depth or (from_target < depth and both_ways(from_target)):
+            kept.add(e.key)
+    return kept

@@ -82,8 +82,9 @@ class GraphConformance(ConformanceBase):
         relations: Sequence[str] | None = None,
         as_of: int | None = None,
         edges: Sequence[GraphEdge] = EDGES,
+        backward_hops: int | None = None,
     ) -> set[Key]:
-        sub = await graph.expand(seeds, depth, relations, as_of)
+        sub = await graph.expand(seeds, depth, relations, as_of, backward_hops=backward_hops)
         return check_subgraph(sub, seeds, {e.key: e for e in edges}, NODES)
 
     async def test_graph_expand_depth_one_both_directions(self, loaded: GraphCapable) -> None:
@@ -114,6 +115,31 @@ class GraphConformance(ConformanceBase):
         )
         assert await self._graph_expand(loaded, ["dec0"], 2) == keys(
             "dec supersedes dec0", "d1 governedBy dec"
+        )
+
+    async def test_graph_expand_walks_back_only_in_the_first_hops(
+        self, loaded: GraphCapable
+    ) -> None:
+        """With `backward_hops=1`, hops after the first follow edges along their direction.
+
+        d1 reaches its repository, not the repository's other document.
+        """
+        assert await self._graph_expand(loaded, ["d1"], 2, backward_hops=1) == keys(
+            "d1 partOf repo",
+            "d1 relatedTo repo",
+            "d1 authoredBy ada",
+            "d1 governedBy dec",
+            "d4 relatedTo d1",
+            "dec supersedes dec0",
+        )
+        # Incoming edges at the first hop still count (dec0 is superseded by dec) ...
+        assert await self._graph_expand(loaded, ["dec0"], 2, backward_hops=1) == keys(
+            "dec supersedes dec0"
+        )
+        # ... and no backward hop at all follows edges along their direction only.
+        assert await self._graph_expand(loaded, ["repo"], 1, backward_hops=0) == set()
+        assert await self._graph_expand(loaded, ["d1"], 2, backward_hops=2) == (
+            await self._graph_expand(loaded, ["d1"], 2)
         )
 
     async def test_graph_expand_follows_only_allowed_relations(self, loaded: GraphCapable) -> None:
@@ -147,13 +173,15 @@ class GraphConformance(ConformanceBase):
         seed_sets = [[n] for n in NODES] + [["d2", "dec0"], ["repo", "ada", "lone"]]
         relation_sets = [None, ["partOf", "relatedTo"], ["supersedes"]]
         failures: list[str] = []
-        for seeds, depth, relations, as_of in itertools.product(
-            seed_sets, (1, 2), relation_sets, (None, 150, 300, 600)
+        for seeds, depth, relations, as_of, back in itertools.product(
+            seed_sets, (1, 2), relation_sets, (None, 150, 300, 600), (None, 0, 1)
         ):
-            got = await self._graph_expand(loaded, seeds, depth, relations, as_of)
-            want = reference_expand(EDGES, seeds, depth, relations, as_of)
+            got = await self._graph_expand(loaded, seeds, depth, relations, as_of, EDGES, back)
+            want = reference_expand(EDGES, seeds, depth, relations, as_of, back)
             if got != want:
-                failures.append(f"{seeds} depth={depth} {relations} as_of={as_of}: {got ^ want}")
+                failures.append(
+                    f"{seeds} depth={depth} {relations} as_of={as_of} back={back}: {got ^ want}"
+                )
         assert not failures, "\n".join(failures)
 
     async def test_graph_one_batch_with_missing_ids(self, loaded: GraphCapable) -> None:

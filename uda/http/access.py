@@ -48,6 +48,11 @@ def _system_of_record(connectors: Sequence[Connector]) -> RelationalCapable:
     return sor
 
 
+# An element's context is walked as a search result's is (`traverse="context"`): either
+# way at the first hop, along the edges' direction after it.
+CONTEXT_BACKWARD = 1
+
+
 async def lookup(
     connectors: Sequence[Connector],
     element_id: str,
@@ -70,7 +75,10 @@ async def lookup(
     nodes: set[str] = set()
     if expand_depth > 0 and graphs:
         subgraphs = await asyncio.gather(
-            *(g.expand([element_id], expand_depth, None, None) for g in graphs)
+            *(
+                g.expand([element_id], expand_depth, None, None, backward_hops=CONTEXT_BACKWARD)
+                for g in graphs
+            )
         )
         edges = {e.key: e for sub in subgraphs for e in sub.edges}
         nodes = {n for sub in subgraphs for n in sub.nodes} - {element_id}
@@ -78,9 +86,11 @@ async def lookup(
     states[element_id] = state
     visible = {eid for eid, s in states.items() if state_visible(clearance, s)}
     adj = adjacency(
-        within_reach(visible_edges(edges.values(), visible), [element_id], expand_depth)
+        within_reach(
+            visible_edges(edges.values(), visible), [element_id], expand_depth, CONTEXT_BACKWARD
+        )
     )
-    hops = context_hops(element_id, adj, expand_depth, max_context_nodes)
+    hops = context_hops(element_id, adj, expand_depth, max_context_nodes, CONTEXT_BACKWARD)
     ranked = RankedResult(
         state=state,
         score=0.0,
