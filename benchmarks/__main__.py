@@ -106,6 +106,14 @@ def main(argv: list[str] | None = None) -> int:
         "README.md and benchmarks/README.md, each only if it has the markers)",
     )
     parser.add_argument(
+        "--publish",
+        type=Path,
+        default=None,
+        metavar="REPORT",
+        help="run nothing: write the summary table of an existing report.json into the "
+        "READMEs (--readme, default README.md and benchmarks/README.md) and exit",
+    )
+    parser.add_argument(
         "--vector-cache",
         type=Path,
         default=PROJECT_ROOT / "benchmarks" / "results" / "cache" / "vectors.sqlite",
@@ -121,6 +129,19 @@ def main(argv: list[str] | None = None) -> int:
         help="embed every corpus text with the model, as a first run does",
     )
     args = parser.parse_args(argv)
+
+    if args.publish is not None:
+        from benchmarks.report import publish
+
+        if not args.publish.is_file():
+            parser.error(f"--publish: no report at {args.publish}")
+        targets = args.readme or [
+            PROJECT_ROOT / "README.md",
+            PROJECT_ROOT / "benchmarks" / "README.md",
+        ]
+        updated = publish(args.publish, targets)
+        print(f"updated: {', '.join(str(p) for p in updated) or 'nothing (no markers)'}")
+        return 0
 
     from benchmarks.presets import PRESETS, SUITES
 

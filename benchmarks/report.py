@@ -278,6 +278,27 @@ def write(out: Path, report: dict[str, Any], readmes: Sequence[Path] = ()) -> di
     return report
 
 
+def publish(report_json: Path, readmes: Sequence[Path]) -> list[Path]:
+    """Write the summary of an existing report into READMEs; the ones that had markers."""
+    report = json.loads(report_json.read_text(encoding="utf-8"))
+    fields = ("id", "description", "target", "figure", "met", "detail")
+    targets = [Target(**{k: t[k] for k in fields}) for t in report["targets"]]
+    block = summary_block(report, targets).replace(
+        "Full report: `benchmarks/results/`.",
+        f"Full report: `{_shown(report_json.parent)}/summary.md`.",
+    )
+    return [p for p in readmes if update_readme(p, block)]
+
+
+def _shown(folder: Path) -> str:
+    folder = folder.resolve()
+    return (
+        str(folder.relative_to(PROJECT_ROOT))
+        if folder.is_relative_to(PROJECT_ROOT)
+        else folder.name
+    )
+
+
 def now_iso() -> str:
     """The current UTC time, ISO 8601."""
     return datetime.now(UTC).isoformat(timespec="seconds")

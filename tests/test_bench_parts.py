@@ -4,6 +4,7 @@ double, KEP references, the numpy floor, and how the report derives ratios and t
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import date
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from benchmarks.baselines.floor import FlatCorpus, NumpyFloor
 from benchmarks.datasets import BeirSet, normalise_entity, subset, title_mention_graph
 from benchmarks.embedding import CachingEmbedder, VectorCache, model_fingerprint
 from benchmarks.keps import Kep, clearance_of, resolve_refs
+from benchmarks.report import README_BEGIN, README_END, publish
 from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
 from benchmarks.targets import derive_ratios, evaluate_targets
 from uda.chunking import chunk_text
@@ -275,3 +277,36 @@ def test_model_fingerprint_changes_with_any_file(tmp_path: Path) -> None:
     assert model_fingerprint(tmp_path) == before
     (tmp_path / "sub" / "config.json").write_text('{"x": 1}')
     assert model_fingerprint(tmp_path) != before
+
+
+def test_publish_writes_an_existing_reports_targets_into_a_readme(tmp_path: Path) -> None:
+    target = {
+        "id": "scifact_fused_ndcg",
+        "description": "SciFact nDCG@10 with the lexical leg fused",
+        "target": ">= 0.68",
+        "figure": 0.7012,
+        "met": True,
+        "status": "met",
+        "detail": "",
+    }
+    report = {
+        "preset": "quick",
+        "started_at": "2026-11-21T12:00:00+00:00",
+        "machine": {"cpu_model": "Test CPU", "cpu_count": 2, "git_commit": "abcdef1234567"},
+        "targets": [target],
+    }
+    folder = tmp_path / "results" / "quick"
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps(report))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{README_BEGIN}\nold\n{README_END}\nrest\n")
+    without_markers = tmp_path / "OTHER.md"
+    without_markers.write_text("no markers\n")
+    assert publish(folder / "report.json", [readme, without_markers]) == [readme]
+    text = readme.read_text()
+    assert "old" not in text
+    assert text.startswith("intro\n")
+    assert text.endswith("rest\n")
+    assert "Latest `quick` run: 2026-11-21 on Test CPU (2 CPUs), commit abcdef1234" in text
+    assert "| 0.701 | met |" in text
+    assert without_markers.read_text() == "no markers\n"
