@@ -112,6 +112,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
                 await cur.executemany(q.INSERT_OUTBOX, outbox)
             if batch.hlc:
                 await cur.execute(q.RAISE_HLC, (batch.hlc,))
+        await self._wrote(len(batch.states) + len(batch.chunks) + len(batch.edges))
 
     async def latest_states(self, element_ids: Sequence[str]) -> dict[str, StoredState]:
         """The newest state of each id (tombstones included)."""

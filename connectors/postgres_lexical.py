@@ -54,6 +54,7 @@ class PostgresTextLeg(PostgresStore, TextCapable):
             # A metadata-only update (a retired state) leaves the term index alone.
             fresh = [c for c in unique if stored.get(c.chunk_id) != (c.name, c.text)]
             await lexical.index_terms(conn, [(c.chunk_id, c.name, c.text) for c in fresh])
+        await self._wrote(len(unique) + sum(len(c.text) // 8 for c in fresh))  # ~terms
 
     async def text_chunk_states(self) -> dict[str, int]:
         """Every chunk id in the text store with its `valid_to`."""

@@ -28,6 +28,10 @@ _SCHEMA_LOCK = 0x0DA5C4E  # pg_advisory_xact_lock key: one schema migration at a
 _HNSW_MAX_DIMENSION = 2000
 
 
+# Rows written (states, chunks, terms, edges) between two ANALYZE runs: see `_wrote`.
+ANALYZE_AFTER_ROWS = 5000
+
+
 class PostgresStore(Connector):
     """System of record, vector store and lexical leg on one PostgreSQL server.
 
@@ -73,6 +77,7 @@ class PostgresStore(Connector):
         self._pool_size = max(2, int(pool_size))
         self._timeout = timeout
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._rows_since_analyze = 0
 
     # -- lifecycle ------------------------------------------------------------------------
     async def connect(self) -> None:
@@ -171,3 +176,20 @@ class PostgresStore(Connector):
             return
         async with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.executemany(query.encode(), rows)
+        await self._wrote(len(rows))
+
+    async def _wrote(self, rows: int) -> None:
+        """Refresh the planner's statistics once bulk writes have changed the tables.
+
+        Autovacuum analyses a table only past its change threshold and after its nap (a
+        minute by default). Until then a freshly filled table has no statistics and the
+        planner plans for an empty one: right after a 10k-chunk ingest the benchmark measured
+        a Phase-1 p50 of 427 ms, against 14 ms a minute later. One ANALYZE per
+        `ANALYZE_AFTER_ROWS` written rows costs a fraction of the writes themselves.
+        """
+        self._rows_since_analyze += rows
+        if self._rows_since_analyze < ANALYZE_AFTER_ROWS:
+            return
+        self._rows_since_analyze = 0
+        async with self._connection() as conn:
+            await conn.execute(b"ANALYZE")
