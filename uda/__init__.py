@@ -36,7 +36,8 @@ from uda.errors import (
 if TYPE_CHECKING:
     from uda.client import AsyncClient, Client, aconnect, connect
     from uda.consistency import ConsistencyReport, RepairReport
-    from uda.results import Explanation, SearchResponse
+    from uda.explanation import Explanation
+    from uda.results import SearchResponse
     from uda.writer import IngestReport
 
 __version__ = "0.1.0"
@@ -48,7 +49,7 @@ _LAZY = {
     "connect": "uda.client",
     "ConsistencyReport": "uda.consistency",
     "RepairReport": "uda.consistency",
-    "Explanation": "uda.results",
+    "Explanation": "uda.explanation",
     "SearchResponse": "uda.results",
     "IngestReport": "uda.writer",
 }

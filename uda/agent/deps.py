@@ -19,7 +19,7 @@ from uda.clearance import Clearance
 if TYPE_CHECKING:
     from uda.client import SearchOptions
     from uda.contracts import SearchResult
-    from uda.results import Explanation
+    from uda.explanation import Explanation
 
 
 class SearchResponse(Protocol):
