@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import importlib
 import json
 import os
@@ -23,7 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,31 +62,27 @@ class ArcadeDBService(ManagedService):
         self.heap = heap
 
     # -- the ManagedService contract ------------------------------------------------------
-    def up(self) -> ServiceInfo:
-        """Start the server (creating the database the first time), or find it running."""
-        with self._locked():
-            running = self.status()
-            if running is not None:
-                return running
-            state = self.load_state() or {}
-            if state.get("pid") and _ours(state["pid"]):  # alive but not answering: restart
-                _stop(int(state["pid"]))
-            state = {
-                "host": HOST,
-                "port": reuse_port(state.get("port")),
-                "pid": None,
-                "user": USER,
-                # Saved before the first start: ArcadeDB keeps the first root password.
-                "password": state.get("password") or new_password(),
-                "database": DATABASE,
-                "server_root": str(self.home / "server"),
-            }
-            self.save_state(state)
-            process = self._launch(state)
-            state["pid"] = process.pid
-            self.save_state(state)
-            self._wait_ready(process, state)
-            return _info(state)
+    def _bring_up(self) -> ServiceInfo:
+        """Start the stopped server, creating the database the first time."""
+        state = self.load_state() or {}
+        if state.get("pid") and _ours(state["pid"]):  # alive but not answering: restart
+            _stop(int(state["pid"]))
+        state = {
+            "host": HOST,
+            "port": reuse_port(state.get("port")),
+            "pid": None,
+            "user": USER,
+            # Saved before the first start: ArcadeDB keeps the first root password.
+            "password": state.get("password") or new_password(),
+            "database": DATABASE,
+            "server_root": str(self.home / "server"),
+        }
+        self.save_state(state)
+        process = self._launch(state)
+        state["pid"] = process.pid
+        self.save_state(state)
+        self._wait_ready(process, state)
+        return _info(state)
 
     def down(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after a grace period); keep its data."""
@@ -110,17 +105,6 @@ class ArcadeDBService(ManagedService):
         return _info(state)
 
     # -- running the child --------------------------------------------------------------
-    @contextlib.contextmanager
-    def _locked(self) -> Generator[None]:
-        """One `up`/`down` at a time per service folder, across processes."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        with open(self.home / ".lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def _launch(self, state: Mapping[str, Any]) -> subprocess.Popen[bytes]:
         env = dict(os.environ)
         jvm_args = env.get("ARCADEDB_JVM_ARGS", "")

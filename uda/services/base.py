@@ -6,12 +6,15 @@ under `<root>/<name>/`. `up()` is idempotent (a running server is reused), `down
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
 import shutil
 import socket
 from abc import ABC, abstractmethod
+from collections.abc import Generator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -47,9 +50,15 @@ class ManagedService(ABC):
         self.root = Path(root)
         self.home = self.root / self.name
 
-    @abstractmethod
     def up(self) -> ServiceInfo:
         """Start the server (or find it running) and return where it listens."""
+        with self._locked():
+            running = self.status()
+            return running if running is not None else self._bring_up()
+
+    @abstractmethod
+    def _bring_up(self) -> ServiceInfo:
+        """Start the server; called under the service's lock when it is not running."""
 
     @abstractmethod
     def down(self) -> None:
@@ -65,6 +74,17 @@ class ManagedService(ABC):
         shutil.rmtree(self.home, ignore_errors=True)
 
     # -- helpers for implementations ------------------------------------------------------
+    @contextmanager
+    def _locked(self) -> Generator[None]:
+        """One `up`/`down` at a time per service folder, across processes."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        with (self.home / ".lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
     @property
     def state_file(self) -> Path:
         """Where the service's port, pid and credentials are kept."""

@@ -10,14 +10,12 @@ and SIGKILL after a timeout; the data under `<root>/chroma/data` stays.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import http.client
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -66,48 +64,44 @@ class ChromaService(ManagedService):
         return self.home / "chroma.log"
 
     # -- the ManagedService contract ------------------------------------------------------
-    def up(self) -> ServiceInfo:
-        """Start the server, or find it running; returns once its heartbeat answers.
+    def _bring_up(self) -> ServiceInfo:
+        """Start the stopped server; returns once its heartbeat answers.
 
         Raises:
             UserError: the `chroma` executable is not installed beside this interpreter.
             ConnectorError: the server exited or did not answer in time (with its log tail).
         """
-        with self._locked():
-            running = self.status()
-            if running is not None:
-                return running
-            executable = chroma_executable()
-            state = self.load_state() or {}
-            port = reuse_port(state.get("port"))
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            command = [
-                str(executable),
-                "run",
-                "--path",
-                str(self.data_dir),
-                "--host",
-                HOST,
-                "--port",
-                str(port),
-            ]
-            env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-            try:
-                with self.log_file.open("ab") as log:
-                    process = subprocess.Popen(  # noqa: S603 - our own executable, argument list
-                        command,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        start_new_session=True,  # its own process group: stopped as a whole
-                    )
-            except OSError as exc:
-                raise ConnectorError(self.name, f"could not start {executable}: {exc}") from exc
-            self._process = process
-            self.save_state({"host": HOST, "port": port, "pid": process.pid})
-            self._await_heartbeat(process, port)
-            return ServiceInfo(name=self.name, host=HOST, port=port, pid=process.pid)
+        executable = chroma_executable()
+        state = self.load_state() or {}
+        port = reuse_port(state.get("port"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            str(executable),
+            "run",
+            "--path",
+            str(self.data_dir),
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+        ]
+        env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+        try:
+            with self.log_file.open("ab") as log:
+                process = subprocess.Popen(  # noqa: S603 - our own executable, argument list
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,  # its own process group: stopped as a whole
+                )
+        except OSError as exc:
+            raise ConnectorError(self.name, f"could not start {executable}: {exc}") from exc
+        self._process = process
+        self.save_state({"host": HOST, "port": port, "pid": process.pid})
+        self._await_heartbeat(process, port)
+        return ServiceInfo(name=self.name, host=HOST, port=port, pid=process.pid)
 
     def down(self) -> None:
         """Stop the server if it runs (SIGTERM, then SIGKILL after the timeout); keep its data."""
@@ -133,17 +127,6 @@ class ChromaService(ManagedService):
         return ServiceInfo(name=self.name, host=host, port=port, pid=pid)
 
     # -- internals --------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _locked(self) -> Generator[None]:
-        """One `up`/`down` at a time per service folder, across processes."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        with (self.home / ".lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def _await_heartbeat(self, process: subprocess.Popen[bytes], port: int) -> None:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:

@@ -16,8 +16,6 @@ the user's own folders.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib.metadata
 import importlib.util
 import os
@@ -27,7 +25,7 @@ import socket
 import stat
 import subprocess
 import tempfile
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,41 +89,37 @@ class PostgresService(ManagedService):
         self.run_as = run_as
 
     # -- the ManagedService contract ------------------------------------------------------
-    def up(self) -> ServiceInfo:
-        """Start the server (initialising it the first time), or find it running."""
-        with self._locked():
-            running = self.status()
-            if running is not None:
-                return running
-            account = self._account()
-            state = self.load_state() or {}
-            base = self._base_dir(account, state)
-            bin_dir = self._binaries(account, base)
-            data = base / "data"
-            state = {
-                "host": HOST,
-                "port": state.get("port"),
-                "pid": None,
-                "user": APP_USER,
-                "password": state.get("password") or new_password(),
-                "database": DATABASE,
-                "admin_user": ADMIN_USER,
-                "admin_password": state.get("admin_password") or new_password(),
-                "base_dir": str(base),
-                "data_dir": str(data),
-                "bin_dir": str(bin_dir),
-                "run_as": account.name if account else None,
-            }
-            # Saved before initdb: the passwords must survive whatever happens next.
-            self.save_state(state)
-            if not (data / "PG_VERSION").exists():
-                self._initdb(account, bin_dir, base, data, str(state["admin_password"]))
-            port = reuse_port(int(state["port"] or 0))
-            pid = self._start(account, bin_dir, data, port)
-            state.update(port=port, pid=pid)
-            self.save_state(state)
-            self._bootstrap(state)
-            return _info(state)
+    def _bring_up(self) -> ServiceInfo:
+        """Start the stopped server, initialising it the first time."""
+        account = self._account()
+        state = self.load_state() or {}
+        base = self._base_dir(account, state)
+        bin_dir = self._binaries(account, base)
+        data = base / "data"
+        state = {
+            "host": HOST,
+            "port": state.get("port"),
+            "pid": None,
+            "user": APP_USER,
+            "password": state.get("password") or new_password(),
+            "database": DATABASE,
+            "admin_user": ADMIN_USER,
+            "admin_password": state.get("admin_password") or new_password(),
+            "base_dir": str(base),
+            "data_dir": str(data),
+            "bin_dir": str(bin_dir),
+            "run_as": account.name if account else None,
+        }
+        # Saved before initdb: the passwords must survive whatever happens next.
+        self.save_state(state)
+        if not (data / "PG_VERSION").exists():
+            self._initdb(account, bin_dir, base, data, str(state["admin_password"]))
+        port = reuse_port(int(state["port"] or 0))
+        pid = self._start(account, bin_dir, data, port)
+        state.update(port=port, pid=pid)
+        self.save_state(state)
+        self._bootstrap(state)
+        return _info(state)
 
     def down(self) -> None:
         """Stop the server (`pg_ctl stop -m fast`) if it runs; keep its data."""
@@ -168,17 +162,6 @@ class PostgresService(ManagedService):
         shutil.rmtree(self.home, ignore_errors=True)
 
     # -- where things live --------------------------------------------------------------
-    @contextlib.contextmanager
-    def _locked(self) -> Generator[None]:
-        """One `up`/`down` at a time per service folder, across processes."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        with open(self.home / ".lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def _account(self) -> _Account | None:
         if os.geteuid() != 0:
             return None
