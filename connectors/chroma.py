@@ -1,19 +1,24 @@
 """Chroma: the embedded vector store (`PersistentClient`), and Chroma server (`HttpClient`).
 
 Embeddings are always passed in: with `embedding_function=None` Chroma never tries to fetch a
-model. Filtered search is Chroma's slow path, so the filter is pushed into the query (`where`)
-instead of filtering a fixed top-k afterwards, which would starve the candidate pool.
+model. The embedded store keeps a chunk directory beside the collection (filter fields and
+text in SQLite, `connectors.chroma_directory`), so a search asks Chroma for ids and distances
+only. Against a Chroma server, which may have other writers, the filter is applied to the
+metadata Chroma returns, and pushed into the query (`where`) when too few pass, instead of
+filtering a fixed top-k, which would starve the candidate pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from connectors.base import Connector, VectorCapable
+from connectors.chroma_directory import ChunkDirectory, reconcile, record_from_metadata
 from connectors.records import OPEN, ChunkHit, ChunkRecord, SearchFilter
 from uda.errors import ConnectorError
 from uda.filters import ORDERED_OPS, Op
@@ -23,7 +28,11 @@ T = TypeVar("T")
 _COLLECTION = "uda_chunks"
 _BATCH = 2000  # stays under Chroma's maximum batch size
 _OVERFETCH = 2  # unfiltered candidates fetched per wanted hit before the filtered query
+# Beyond this many unfiltered ids a query over the ids that pass is cheaper than widening
+# (measured at 100k chunks: 3,200 ids cost 16 ms, a query within 1,000-10,000 ids 10-16 ms).
+_WIDEST = 2000
 _NO_SCOPE = ""  # Chroma metadata cannot hold None
+UNUSABLE = -1  # the `valid_to` reported for a vector that has no directory row
 _CHROMA_OPS = {
     Op.EQ: "$eq",
     Op.IN: "$in",
@@ -72,22 +81,7 @@ def _hits(result: Any) -> list[tuple[ChunkHit, Mapping[str, Any]]]:
 
 def _allows(search_filter: SearchFilter, meta: Mapping[str, Any]) -> bool:
     """The filter's reference semantics applied to a chunk's Chroma metadata."""
-    chunk = ChunkRecord(
-        chunk_id="",
-        element_id=str(meta["element_id"]),
-        version=int(meta["version"]),
-        index=0,
-        text="",
-        embedding=None,
-        element_type=str(meta["etype"]),
-        name="",
-        sensitivity_rank=int(meta["sens"]),
-        scope=str(meta["scope"]) or None,
-        valid_from=int(meta["valid_from"]),
-        valid_to=int(meta["valid_to"]),
-        filter_values={k[2:]: v for k, v in meta.items() if k.startswith("f_")},
-    )
-    return search_filter.allows_chunk(chunk)
+    return search_filter.allows_chunk(record_from_metadata("", meta, ""))
 
 
 def compile_where(search_filter: SearchFilter) -> dict[str, Any]:
@@ -138,6 +132,8 @@ class ChromaConnector(Connector, VectorCapable):
         self._collection_name = collection
         self._client: Any = None
         self._collection: Any = None
+        # Only the embedded store has one: a server may have writers this process never sees.
+        self._directory: ChunkDirectory | None = None
 
     async def connect(self) -> None:
         """Open the client and the collection (created on first use)."""
@@ -157,11 +153,16 @@ class ChromaConnector(Connector, VectorCapable):
                     host=self._host or "127.0.0.1", port=self._port or 8000, settings=settings
                 )
             self._client = client
-            self._collection = client.get_or_create_collection(
+            collection = client.get_or_create_collection(
                 self._collection_name,
                 embedding_function=None,
                 metadata={"hnsw:space": "cosine"},
             )
+            if self._path is not None:
+                self._directory = _open_directory(
+                    self._path / f"{self._collection_name}.directory.sqlite3", collection
+                )
+            self._collection = collection
 
         await self._run(open_client)
 
@@ -169,6 +170,9 @@ class ChromaConnector(Connector, VectorCapable):
         """Drop the client (the embedded client persists as it writes)."""
         self._collection = None
         self._client = None
+        directory, self._directory = self._directory, None
+        if directory is not None:
+            directory.close()
 
     async def _run(self, fn: Callable[[], T]) -> T:
         try:
@@ -214,6 +218,8 @@ class ChromaConnector(Connector, VectorCapable):
                         ids=[c.chunk_id for c in known],
                         metadatas=[_metadata(c) for c in known],
                     )
+                if self._directory is not None:
+                    self._directory.put(part)  # second: see connectors/chroma_directory.py
 
         await self._run(write)
 
@@ -221,9 +227,13 @@ class ChromaConnector(Connector, VectorCapable):
         """Delete every chunk of the elements."""
         if not element_ids:
             return
-        await self._run(
-            lambda: self._require().delete(where={"element_id": {"$in": list(element_ids)}})
-        )
+
+        def delete() -> None:
+            self._require().delete(where={"element_id": {"$in": list(element_ids)}})
+            if self._directory is not None:
+                self._directory.delete_elements(element_ids)
+
+        await self._run(delete)
 
     async def delete_chunk_ids(self, chunk_ids: Sequence[str]) -> None:
         """Delete chunks by id."""
@@ -232,14 +242,25 @@ class ChromaConnector(Connector, VectorCapable):
             collection = self._require()
             for start in range(0, len(chunk_ids), _BATCH):
                 collection.delete(ids=list(chunk_ids[start : start + _BATCH]))
+            if self._directory is not None:
+                self._directory.delete_ids(chunk_ids)
 
         await self._run(delete)
 
     async def chunk_states(self) -> dict[str, int]:
-        """Every stored chunk id with its `valid_to`, read page by page."""
+        """Every stored chunk id with its `valid_to`, as a search sees it, read page by page.
+
+        With a directory a search filters on the directory's rows, so those are the states;
+        a vector the directory has no row for is unusable and reported as `UNUSABLE`, so that
+        a check names it stale (or extra) and a repair rewrites (or deletes) it. A directory
+        row without a vector is not reported: the chunk is missing.
+        """
 
         def read() -> dict[str, int]:
             collection = self._require()
+            if self._directory is not None:
+                rows = self._directory.states()
+                return {cid: rows.get(cid, UNUSABLE) for cid in _all_ids(collection)}
             states: dict[str, int] = {}
             for offset in itertools.count(0, _BATCH):
                 page = collection.get(include=["metadatas"], limit=_BATCH, offset=offset)
@@ -270,6 +291,8 @@ class ChromaConnector(Connector, VectorCapable):
 
         def query() -> list[ChunkHit]:
             collection = self._require()
+            if self._directory is not None:
+                return _search_directory(collection, self._directory, embedding, k, search_filter)
             fetch = k * _OVERFETCH
             result = collection.query(
                 query_embeddings=[list(embedding)],
@@ -301,3 +324,88 @@ class ChromaConnector(Connector, VectorCapable):
     async def count(self) -> int:
         """Number of chunks stored (for `stats` and checks)."""
         return await self._run(lambda: int(self._require().count()))
+
+
+def _search_directory(
+    collection: Any,
+    directory: ChunkDirectory,
+    embedding: Sequence[float],
+    k: int,
+    search_filter: SearchFilter,
+) -> list[ChunkHit]:
+    """Top `k` passing chunks: ids and distances from Chroma, the filter from the directory.
+
+    The unfiltered index is over-fetched; if too few pass, once more as wide as the pass rate
+    so far says is needed; and if that would be wider than `_WIDEST`, or is still short, the
+    query runs within the ids that pass (exact, and the rare case: a filter that passes few).
+    """
+    query = list(embedding)
+    fetch = k * _OVERFETCH
+    for attempt in range(2):
+        result = collection.query(query_embeddings=[query], n_results=fetch, include=["distances"])
+        hits = _passing_hits(result, directory, search_filter)
+        seen = len(result["ids"][0])
+        if len(hits) >= k or seen < fetch:
+            return hits[:k]  # enough, or the whole collection was seen
+        rate = len(hits) / seen
+        wanted = math.ceil(1.5 * k / rate) if rate else _WIDEST + 1
+        if attempt or wanted > _WIDEST:
+            break
+        fetch = max(wanted, 2 * fetch)
+    allowed = directory.matching(search_filter)
+    if not allowed:
+        return []
+    result = collection.query(
+        query_embeddings=[query],
+        ids=allowed,
+        n_results=min(k, len(allowed)),
+        include=["distances"],
+    )
+    return _passing_hits(result, directory, search_filter)[:k]
+
+
+def _passing_hits(
+    result: Any, directory: ChunkDirectory, search_filter: SearchFilter
+) -> list[ChunkHit]:
+    """The hits of an ids-and-distances query that pass the filter, nearest first."""
+    ids: list[str] = result["ids"][0]
+    distances: list[float] = result["distances"][0]
+    passing = directory.passing(ids, search_filter)
+    return [
+        ChunkHit(
+            chunk_id=cid,
+            element_id=passing[cid][0],
+            version=passing[cid][1],
+            text=passing[cid][2],
+            score=1.0 - float(distance),
+        )
+        for cid, distance in zip(ids, distances, strict=True)
+        if cid in passing
+    ]
+
+
+def _open_directory(path: Path, collection: Any) -> ChunkDirectory:
+    directory = ChunkDirectory(path)
+    directory.open()
+    if directory.count() != collection.count():
+        # A store from before the directory, or a write cut short between the two.
+        reconcile(directory, _all_ids(collection), lambda ids: _records(collection, ids))
+    return directory
+
+
+def _all_ids(collection: Any) -> Iterator[str]:
+    """Every id in the collection, page by page (ids only: the cheap read)."""
+    for offset in itertools.count(0, _BATCH):
+        ids: list[str] = collection.get(include=[], limit=_BATCH, offset=offset)["ids"]
+        yield from ids
+        if len(ids) < _BATCH:
+            return
+
+
+def _records(collection: Any, ids: Sequence[str]) -> list[ChunkRecord]:
+    """Chunk records rebuilt from Chroma's metadata and documents (the slow read)."""
+    page = collection.get(ids=list(ids), include=["metadatas", "documents"])
+    return [
+        record_from_metadata(cid, meta, doc or "")
+        for cid, meta, doc in zip(page["ids"], page["metadatas"], page["documents"], strict=True)
+    ]

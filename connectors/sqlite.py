@@ -33,11 +33,14 @@ from connectors.sqlite_schema import (
     TEXT_INDEX_DRIFT_SQL,
     VISIBLE_STATS_SQL,
 )
-from connectors.system_of_record import OutboxItem, StoredState, WriteBatch, chunk_id
+from connectors.system_of_record import LazyJSON, OutboxItem, StoredState, WriteBatch, chunk_id
 from uda.errors import ConnectorError
 
 T = TypeVar("T")
 _WORKERS = 4  # reader threads (each with its own connection) beside the one writer
+
+_MMAP_BYTES = 1 << 30
+_CACHE_KIB = 64 * 1024  # per connection
 
 
 class SQLiteConnector(Connector, RelationalCapable, TextCapable):
@@ -79,6 +82,11 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=10000")
+        # Searches read states and postings from random pages: mapping the file saves a
+        # read() per page, and a larger page cache keeps the hot ones (at 100k chunks, 600
+        # state lookups took 8.7 ms with the defaults, 5.9 ms mapped, 4.7 ms with both).
+        conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+        conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -154,8 +162,8 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
                         s.timestamp_ms,
                         int(s.tombstone),
                         s.content_hash,
-                        json.dumps(s.payload),
-                        json.dumps(s.filter_values),
+                        json.dumps(dict(s.payload)),
+                        json.dumps(dict(s.filter_values)),
                     )
                     for s in batch.states
                 ],
@@ -209,15 +217,20 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
     def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         if not element_ids:
             return {}
-        validity = "s.valid_to = ?2" if as_of is None else "s.hlc <= ?2 AND s.valid_to > ?2"
+        if as_of is None:
+            # The current state is the newest: its clearance is the latest clearance.
+            latest, join_latest, validity = "s", "", "s.valid_to = ?2"
+        else:
+            latest, validity = "l", "s.hlc <= ?2 AND s.valid_to > ?2"
+            join_latest = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
         sql = f"""
             WITH ids(id) AS (SELECT DISTINCT value FROM json_each(?1))
             SELECT s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name,
                    s.sensitivity_rank, s.scope, s.timestamp_ms, s.tombstone, s.content_hash,
-                   s.payload, s.filter_values, l.sensitivity_rank, l.scope
+                   s.payload, s.filter_values, {latest}.sensitivity_rank, {latest}.scope
             FROM ids
             JOIN states s ON s.element_id = ids.id
-            JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}
+            {join_latest}
             WHERE {validity}
         """  # noqa: S608 - only fixed fragments are formatted in; values are parameters
         rows = self._reader().execute(
@@ -237,8 +250,8 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
                 timestamp_ms=row[8],
                 tombstone=bool(row[9]),
                 content_hash=row[10],
-                payload=json.loads(row[11]),
-                filter_values=json.loads(row[12]),
+                payload=LazyJSON(row[11]),
+                filter_values=LazyJSON(row[12]),
                 latest_sensitivity_rank=row[13],
                 latest_scope=row[14],
             )

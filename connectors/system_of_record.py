@@ -2,12 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from connectors.records import OPEN, GraphEdge
 from uda.filters import Scalar
+
+
+class LazyJSON(Mapping[str, Any]):
+    """A JSON object that is parsed on first use.
+
+    A search fetches the state of every candidate and context node (hundreds) but hydrates
+    only the few it returns; parsing every payload up front was most of phase 3's fetch.
+    """
+
+    __slots__ = ("_parsed", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._parsed: dict[str, Any] | None = None
+
+    def _value(self) -> dict[str, Any]:
+        parsed = self._parsed
+        if parsed is None:
+            parsed = self._parsed = json.loads(self._text)
+        return parsed
+
+    def __getitem__(self, key: str) -> Any:
+        return self._value()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._value())
+
+    def __len__(self) -> int:
+        return len(self._value())
+
+    def __repr__(self) -> str:
+        return repr(self._value())
 
 
 @dataclass(frozen=True, kw_only=True)

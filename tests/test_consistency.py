@@ -93,29 +93,35 @@ def test_a_fresh_store_checks_clean(built: Path, embedder: SentenceTransformerEm
     assert sum(repaired.enqueued.values()) == sum(repaired.deleted.values()) == 0
 
 
+def _directory(root: Path) -> sqlite3.Connection:
+    """The embedded Chroma store's chunk directory, opened the way an operator would."""
+    return sqlite3.connect(root / "chroma" / "uda_chunks.directory.sqlite3", isolation_level=None)
+
+
 def test_vector_store_damage_is_named_and_repaired(
     built: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
     collection = _chroma(built)
     collection.delete(ids=["doc-1@1#0", "doc-2@1#0"])  # lost writes
-    stored = collection.get(ids=["doc-4@1#0", "doc-5@1#0"], include=["metadatas"])
-    metas = dict(zip(stored["ids"], stored["metadatas"] or [], strict=True))
-    retired_at = metas["doc-5@1#0"]["valid_to"]
-    assert retired_at != OPEN
-    collection.update(  # a missed delete, and an old version that claims to be current
-        ids=["doc-4@1#0", "doc-5@1#0"],
-        metadatas=[
-            {**metas["doc-4@1#0"], "valid_to": 42},
-            {**metas["doc-5@1#0"], "valid_to": OPEN},
-        ],
-    )
+    stored = collection.get(ids=["doc-4@1#0"], include=["metadatas"])
     collection.add(  # a chunk the record never had
         ids=["ghost@1#0"],
         embeddings=[embedder.embed_documents(["ghost"])[0].tolist()],
-        metadatas=[{**metas["doc-4@1#0"], "element_id": "ghost"}],
+        metadatas=[{**(stored["metadatas"] or [])[0], "element_id": "ghost"}],
         documents=["ghost"],
     )
+    # Searches filter on the directory: a missed delete, and an old version claiming to be
+    # current, are damage there.
+    db = _directory(built)
+    retired_at = db.execute("SELECT valid_to FROM chunks WHERE chunk_id = 'doc-5@1#0'").fetchone()[
+        0
+    ]
+    assert retired_at != OPEN
+    db.execute("UPDATE chunks SET valid_to = 42 WHERE chunk_id = 'doc-4@1#0'")
+    db.execute("UPDATE chunks SET valid_to = ? WHERE chunk_id = 'doc-5@1#0'", (OPEN,))
+    db.close()
 
+    semantic = {"semantic": 1, "lexical": 0}
     with uda.connect(path=built, embedder=embedder) as client:
         report = client.check()
         _only_damaged(report, VECTOR)
@@ -127,6 +133,9 @@ def test_vector_store_damage_is_named_and_repaired(
         text = str(report)
         assert "vector:chroma: 5 differences (11 chunks)" in text
         assert "missing chunks (in the record, not in the store): 2: doc-1@1#0, doc-2@1#0" in text
+        # The stale row fails closed: the current note 4 cannot be found until the repair.
+        res = client.search("glacier 4", limit=10, clearance_scope=PUBLIC, weights=semantic)
+        assert "doc-4" not in [r.element_id for r in res.results]
 
         repaired = client.repair(report)
         assert repaired.clean, str(repaired)
@@ -134,16 +143,16 @@ def test_vector_store_damage_is_named_and_repaired(
         assert repaired.deleted[VECTOR] == 1
         assert repaired.applied[VECTOR] == 4
         assert client.check().clean
-        res = client.search(
-            "glacier 1", limit=3, clearance_scope=PUBLIC, weights={"semantic": 1, "lexical": 0}
-        )
-        assert "doc-1" in [r.element_id for r in res.results]
+        for query, wanted in (("glacier 1", "doc-1"), ("glacier 4", "doc-4")):
+            res = client.search(query, limit=3, clearance_scope=PUBLIC, weights=semantic)
+            assert wanted in [r.element_id for r in res.results]
 
-    restored = collection.get(ids=["doc-4@1#0", "doc-5@1#0", "ghost@1#0"], include=["metadatas"])
-    valid_to = {
-        i: m["valid_to"] for i, m in zip(restored["ids"], restored["metadatas"] or [], strict=True)
-    }
-    assert valid_to == {"doc-4@1#0": OPEN, "doc-5@1#0": retired_at}
+    db = _directory(built)
+    valid_to = dict(db.execute("SELECT chunk_id, valid_to FROM chunks"))
+    db.close()
+    assert (valid_to["doc-4@1#0"], valid_to["doc-5@1#0"]) == (OPEN, retired_at)
+    assert "ghost@1#0" not in valid_to
+    assert set(collection.get(ids=["ghost@1#0", "doc-1@1#0"], include=[])["ids"]) == {"doc-1@1#0"}
 
 
 def test_text_store_damage_is_named_and_repaired(

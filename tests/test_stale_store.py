@@ -7,13 +7,16 @@ enter the results or the context.
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from pathlib import Path
 
 import chromadb
 from chromadb.config import Settings
 
 import uda
-from connectors.records import OPEN, GraphEdge
+from connectors.chroma import ChromaConnector
+from connectors.records import OPEN, GraphEdge, SearchFilter
 from ontology import Document, Repository
 from uda.embedder import SentenceTransformerEmbedder
 from uda.graph_context import within_reach
@@ -29,6 +32,21 @@ def test_within_reach_keeps_only_what_seeds_reach() -> None:
     assert len(within_reach(edges, ["a"], 2)) == 2
     assert within_reach(edges, ["z"], 2) == []
     assert all(e.valid_to == OPEN for e in within_reach(edges, ["c"], 2))
+
+
+def _top_public_hit(folder: Path, query: list[float]) -> str:
+    """The id of the nearest chunk the vector store hands a public caller."""
+
+    async def search() -> str:
+        store = ChromaConnector(path=folder)
+        await store.connect()
+        try:
+            hits = await store.vector_search(query, 1, SearchFilter(max_sensitivity_rank=0))
+        finally:
+            await store.close()
+        return hits[0].chunk_id
+
+    return asyncio.run(search())
 
 
 def test_stale_vector_metadata_does_not_leak(
@@ -62,19 +80,20 @@ def test_stale_vector_metadata_does_not_leak(
             decay=False,
         ).to_arrow()
 
-    # Make the vector store's copy lie: the restricted chunk now claims to be public.
+    # Make the vector store's copy lie: the restricted chunk now claims to be public, in
+    # Chroma's metadata and in the chunk directory that embedded searches filter on.
     chroma = chromadb.PersistentClient(
         path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
     )
     collection = chroma.get_collection("uda_chunks")
     stored = collection.get(where={"element_id": "secret"}, include=["metadatas"])
     collection.update(ids=stored["ids"], metadatas=[{**m, "sens": 0} for m in stored["metadatas"]])
-    leaked = collection.query(
-        query_embeddings=[embedder.embed_query("merger closes in March").tolist()],
-        n_results=1,
-        where={"sens": {"$lte": 0}},
-    )
-    assert leaked["ids"][0][0].startswith("secret@")  # the store now hands it out
+    directory = sqlite3.connect(tmp_path / "chroma" / "uda_chunks.directory.sqlite3")
+    with directory:
+        directory.execute("UPDATE chunks SET sensitivity_rank = 0 WHERE element_id = 'secret'")
+    directory.close()
+    query = embedder.embed_query("merger closes in March").tolist()
+    assert _top_public_hit(tmp_path / "chroma", query).startswith("secret@")  # it now leaks
 
     with uda.connect(path=tmp_path, embedder=embedder) as client:
         res = client.search(

@@ -1,0 +1,108 @@
+"""The embedded Chroma store's chunk directory: built for old stores, searched in three ways.
+
+Searches ask Chroma for ids and distances only and filter on the directory. These tests use
+a real `PersistentClient` and random vectors; the conformance suite covers the contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+import connectors.chroma as chroma_module
+from connectors.chroma import ChromaConnector
+from connectors.conformance.data import chunk, exact_top, random_vectors
+from connectors.records import ChunkRecord, SearchFilter
+
+DIMENSION = 16
+PUBLIC = SearchFilter(max_sensitivity_rank=0)
+
+
+def _corpus(n: int, *, public_every: int) -> list[ChunkRecord]:
+    """n chunks; one in `public_every` is public, the others restricted."""
+    return [
+        chunk(
+            f"doc-{i}",
+            text=f"text of {i}",
+            embedding=vector,
+            sensitivity_rank=0 if i % public_every == 0 else 3,
+        )
+        for i, vector in enumerate(random_vectors(n, DIMENSION, seed=11))
+    ]
+
+
+async def _search(
+    folder: Path, query: Sequence[float], k: int, search_filter: SearchFilter
+) -> list[tuple[str, str]]:
+    store = ChromaConnector(path=folder)
+    await store.connect()
+    try:
+        hits = await store.vector_search(query, k, search_filter)
+    finally:
+        await store.close()
+    return [(h.chunk_id, h.text) for h in hits]
+
+
+async def _write(folder: Path, chunks: Sequence[ChunkRecord]) -> dict[str, int]:
+    store = ChromaConnector(path=folder)
+    await store.connect()
+    try:
+        await store.upsert_chunks(chunks)
+        return await store.chunk_states()
+    finally:
+        await store.close()
+
+
+def test_a_store_without_a_directory_gets_one_on_connect(tmp_path: Path) -> None:
+    corpus = _corpus(120, public_every=2)
+    query = random_vectors(1, DIMENSION, seed=12)[0]
+    states = asyncio.run(_write(tmp_path, corpus))
+    before = asyncio.run(_search(tmp_path, query, 10, PUBLIC))
+
+    # As a store written before the directory existed: Chroma alone.
+    (tmp_path / "uda_chunks.directory.sqlite3").unlink()
+    after = asyncio.run(_search(tmp_path, query, 10, PUBLIC))
+    assert after == before
+    assert [cid for cid, _ in after] == exact_top(query, corpus, 10, PUBLIC)
+    assert asyncio.run(_write(tmp_path, [])) == states
+
+    db = sqlite3.connect(tmp_path / "uda_chunks.directory.sqlite3")
+    rebuilt = dict(db.execute("SELECT chunk_id, sensitivity_rank FROM chunks"))
+    db.close()
+    assert rebuilt == {c.chunk_id: c.sensitivity_rank for c in corpus}
+
+
+@pytest.mark.parametrize(
+    ("public_every", "path"),
+    [(1, "over-fetch"), (3, "widened"), (60, "within the ids that pass")],
+)
+def test_each_search_path_returns_the_nearest_passing_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, public_every: int, path: str
+) -> None:
+    """All pass: the first query suffices; a third pass: one wider query; 1 in 60: the ids."""
+    corpus = _corpus(600, public_every=public_every)
+    asyncio.run(_write(tmp_path, corpus))
+    queries: list[dict[str, object]] = []
+    real_query = chroma_module._passing_hits  # pyright: ignore[reportPrivateUsage]
+
+    def spy(result: object, *args: object) -> object:
+        queries.append({"ids": len(result["ids"][0])})  # type: ignore[index]
+        return real_query(result, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chroma_module, "_passing_hits", spy)
+    query = random_vectors(1, DIMENSION, seed=13)[0]
+    k = 8
+    hits = asyncio.run(_search(tmp_path, query, k, PUBLIC))
+    expected = exact_top(query, corpus, k, PUBLIC)
+    assert len(hits) == k
+    assert len({cid for cid, _ in hits} & set(expected)) >= 0.9 * k
+    assert all(text == f"text of {cid.split('@')[0][4:]}" for cid, text in hits)
+    rounds = {"over-fetch": 1, "widened": 2, "within the ids that pass": None}[path]
+    if rounds is not None:
+        assert len(queries) == rounds
+    else:
+        assert queries[-1]["ids"] == k  # the last query ran within the passing ids
