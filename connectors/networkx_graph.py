@@ -175,6 +175,9 @@ class NetworkXConnector(Connector, GraphCapable):
     ) -> Subgraph:
         allowed = None if relations is None else set(relations)
         graph = self._graph
+        # Raw adjacency dicts ({neighbour: {relation: data}}): an edge becomes a GraphEdge
+        # only once it is known to be new, allowed and valid (most incident edges are not).
+        successors, predecessors = graph.succ, graph.pred
         with self._lock:
             frontier = [n for n in dict.fromkeys(element_ids) if n in graph]
             seen = set(frontier)
@@ -183,35 +186,27 @@ class NetworkXConnector(Connector, GraphCapable):
                 following: list[str] = []
                 back = walks_back(level, backward_hops)
                 for node in frontier:
-                    incident = [
-                        *(
-                            (node, t, r, d)
-                            for _, t, r, d in graph.out_edges(node, keys=True, data=True)
-                        ),
-                        *(
-                            (s, node, r, d)
-                            for s, _, r, d in (
-                                graph.in_edges(node, keys=True, data=True) if back else ()
+                    incident = [(node, t, keyed) for t, keyed in successors[node].items()]
+                    if back:
+                        incident += [(s, node, keyed) for s, keyed in predecessors[node].items()]
+                    for source, target, keyed in incident:
+                        for relation, data in keyed.items():
+                            key = (source, relation, target)
+                            if key in edges or (allowed is not None and relation not in allowed):
+                                continue
+                            if not _valid_at(data["valid_from"], data["valid_to"], as_of):
+                                continue
+                            edges[key] = GraphEdge(
+                                source_id=source,
+                                relation=relation,
+                                target_id=target,
+                                valid_from=data["valid_from"],
+                                valid_to=data["valid_to"],
                             )
-                        ),
-                    ]
-                    for source, target, relation, data in incident:
-                        if allowed is not None and relation not in allowed:
-                            continue
-                        edge = GraphEdge(
-                            source_id=source,
-                            relation=relation,
-                            target_id=target,
-                            valid_from=data["valid_from"],
-                            valid_to=data["valid_to"],
-                        )
-                        if not edge.valid_at(as_of):
-                            continue
-                        edges[edge.key] = edge
-                        other = target if source == node else source
-                        if other not in seen:
-                            seen.add(other)
-                            following.append(other)
+                            other = target if source == node else source
+                            if other not in seen:
+                                seen.add(other)
+                                following.append(other)
                 frontier = following
             nodes = {n: graph.nodes[n].get("type") or "" for n in seen}
         return Subgraph(nodes=nodes, edges=tuple(edges.values()))
@@ -234,3 +229,10 @@ class NetworkXConnector(Connector, GraphCapable):
         with self._lock:
             current = sum(1 for *_, vt in self._graph.edges(data="valid_to") if vt == OPEN)
             return {"nodes": self._graph.number_of_nodes(), "edges": current}
+
+
+def _valid_at(valid_from: int, valid_to: int, as_of: int | None) -> bool:
+    """`GraphEdge.valid_at` on raw values (see connectors.records)."""
+    if as_of is None:
+        return valid_to == OPEN
+    return valid_from <= as_of < valid_to
