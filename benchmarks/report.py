@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -42,6 +43,10 @@ PACKAGES = (
 )
 README_BEGIN = "<!-- bench:summary:begin -->"
 README_END = "<!-- bench:summary:end -->"
+_MARKED = re.compile(
+    rf"^{re.escape(README_BEGIN)}[ \t]*$.*?^{re.escape(README_END)}[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def _cpu_model() -> str:
@@ -248,15 +253,20 @@ def summary_block(report: Mapping[str, Any], targets: Sequence[Target]) -> str:
 
 
 def update_readme(path: Path, block: str) -> bool:
-    """Replace the text between the summary markers of a README; False without markers."""
+    """Replace the text between the summary markers of a README; False without markers.
+
+    Only markers on lines of their own count: prose that names the markers stays as it is.
+    """
     if not path.exists():
         return False
     text = path.read_text(encoding="utf-8")
-    if README_BEGIN not in text or README_END not in text:
+    found = _MARKED.search(text)
+    if found is None:
         return False
-    head, rest = text.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
-    path.write_text(f"{head}{README_BEGIN}\n{block}\n{README_END}{tail}", encoding="utf-8")
+    path.write_text(
+        f"{text[: found.start()]}{README_BEGIN}\n{block}\n{README_END}{text[found.end() :]}",
+        encoding="utf-8",
+    )
     return True
 
 

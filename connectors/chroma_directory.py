@@ -193,8 +193,12 @@ def reconcile(
     `stored_ids` are the ids in Chroma; `fetch(ids)` returns their records from Chroma's
     metadata and documents (the slow read, done only for ids the directory lacks).
     """
-    stored = set(stored_ids)
+    # The directory first: a chunk written while Chroma is read is then at worst "missing"
+    # (rebuilt from Chroma, harmless), never "extra" (which would drop its row). Writes go to
+    # Chroma first, so a row the directory had before Chroma was read and Chroma lacks now
+    # was deleted.
     known = directory.ids()
+    stored = set(stored_ids)
     missing = sorted(stored - known)
     extra = sorted(known - stored)
     for start in range(0, len(missing), _PAGE):

@@ -299,14 +299,17 @@ def test_publish_writes_an_existing_reports_targets_into_a_readme(tmp_path: Path
     folder.mkdir(parents=True)
     (folder / "report.json").write_text(json.dumps(report))
     readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{README_BEGIN}\nold\n{README_END}\nrest\n")
+    # Prose may name the markers; only markers on lines of their own delimit the summary.
+    prose = f"the table goes between `{README_BEGIN}` and\n`{README_END}` below\n"
+    readme.write_text(f"intro\n{prose}{README_BEGIN}\nold\n{README_END}\nrest\n")
     without_markers = tmp_path / "OTHER.md"
-    without_markers.write_text("no markers\n")
+    without_markers.write_text(f"no markers of their own: `{README_BEGIN}` `{README_END}`\n")
+    unchanged = without_markers.read_text()
     assert publish(folder / "report.json", [readme, without_markers]) == [readme]
     text = readme.read_text()
     assert "old" not in text
-    assert text.startswith("intro\n")
+    assert text.startswith(f"intro\n{prose}{README_BEGIN}\n")
     assert text.endswith("rest\n")
     assert "Latest `quick` run: 2026-11-21 on Test CPU (2 CPUs), commit abcdef1234" in text
     assert "| 0.701 | met |" in text
-    assert without_markers.read_text() == "no markers\n"
+    assert without_markers.read_text() == unchanged
