@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from connectors.records import ChunkRecord, SearchFilter
 from connectors.sql_filters import compile_filter
+from connectors.sqlite_connections import SQLiteConnections
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -61,72 +61,26 @@ Passing = tuple[str, int, str]
 
 
 class ChunkDirectory:
-    """Filter fields and text of every chunk of one collection; thread-safe.
-
-    Reads use one connection per thread (WAL lets them run beside the writer); writes take
-    one lock, as SQLite has one writer.
-    """
+    """Filter fields and text of every chunk of one collection; thread-safe."""
 
     def __init__(self, path: Path) -> None:
-        self._path = path
-        self._write_lock = threading.Lock()
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
-        self._writer: sqlite3.Connection | None = None
+        self._db = SQLiteConnections(
+            path, not_open=lambda: RuntimeError("chunk directory is not open")
+        )
 
     def open(self) -> None:
         """Create the file and its tables if missing."""
-        if self._writer is not None:
-            return
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        writer = self._connect()
-        writer.executescript(_SCHEMA)
-        self._writer = writer
+        self._db.open(lambda writer: writer.executescript(_SCHEMA))
 
     def close(self) -> None:
         """Close every connection."""
-        with self._connections_lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._writer = None
-        self._local = threading.local()
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=10000")
-        # Lookups land on random pages; mapping the file saves a read() per page.
-        conn.execute("PRAGMA mmap_size=1073741824")
-        with self._connections_lock:
-            self._connections.append(conn)
-        return conn
+        self._db.close()
 
     def _reader(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._writer is None:
-                raise RuntimeError("chunk directory is not open")
-            conn = self._connect()
-            self._local.conn = conn
-        return conn
+        return self._db.reader()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        if self._writer is None:
-            raise RuntimeError("chunk directory is not open")
-        with self._write_lock:
-            conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            else:
-                conn.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.transaction()
 
     # -- writes ---------------------------------------------------------------------------
     def put(self, chunks: Sequence[ChunkRecord]) -> None:

@@ -10,9 +10,9 @@ import asyncio
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -23,6 +23,7 @@ from connectors.analyzer import query_terms
 from connectors.base import Connector, RelationalCapable, TextCapable
 from connectors.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
 from connectors.sql_filters import compile_filter
+from connectors.sqlite_connections import SQLiteConnections
 from connectors.sqlite_schema import (
     EXPECTED_CHUNKS_SQL,
     EXPECTED_EDGES_SQL,
@@ -39,9 +40,6 @@ from uda.errors import ConnectorError
 T = TypeVar("T")
 _WORKERS = 4  # reader threads (each with its own connection) beside the one writer
 
-_MMAP_BYTES = 1 << 30
-_CACHE_KIB = 64 * 1024  # per connection
-
 
 class SQLiteConnector(Connector, RelationalCapable, TextCapable):
     """System of record and lexical leg in one SQLite file.
@@ -54,11 +52,11 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
 
     def __init__(self, path: str | Path) -> None:
         self._path = Path(path)
-        self._write_lock = threading.Lock()
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
-        self._writer: sqlite3.Connection | None = None
+        self._db = SQLiteConnections(
+            self._path,
+            not_open=lambda: ConnectorError(self.name, "not connected: call connect() first"),
+        )
+        self._local = threading.local()  # per-thread caches (visible statistics)
         # Our own worker threads, so that close() can wait for the calls still running: a
         # caller whose task was cancelled leaves its thread using a connection.
         self._executor: ThreadPoolExecutor | None = None
@@ -66,66 +64,23 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
     # -- lifecycle ------------------------------------------------------------------------
     async def connect(self) -> None:
         """Create the file and the schema if missing."""
-        if self._writer is not None:
+        if self._db.is_open:
             return
-        await self._run(self._open)
-
-    def _open(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        writer = self._new_connection()
-        writer.executescript(SCHEMA)
-        sqlite_text.upgrade(writer)
-        self._writer = writer
-
-    def _new_connection(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=10000")
-        # Searches read states and postings from random pages: mapping the file saves a
-        # read() per page, and a larger page cache keeps the hot ones (at 100k chunks, 600
-        # state lookups took 8.7 ms with the defaults, 5.9 ms mapped, 4.7 ms with both).
-        conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
-        conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
-        with self._all_lock:
-            self._all.append(conn)
-        return conn
+        await self._run(lambda: self._db.open(_set_up))
 
     async def close(self) -> None:
         """Close every connection, once the calls still running in worker threads are done."""
         executor, self._executor = self._executor, None
         if executor is not None:
             await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
-        with self._all_lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
-        self._writer = None
+        self._db.close()
         self._local = threading.local()
 
     def _reader(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._writer is None:
-                raise ConnectorError(self.name, "not connected: call connect() first")
-            conn = self._new_connection()
-            self._local.conn = conn
-        return conn
+        return self._db.reader()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        if self._writer is None:
-            raise ConnectorError(self.name, "not connected: call connect() first")
-        with self._write_lock:
-            conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            else:
-                conn.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.transaction()
 
     async def _run(self, fn: Callable[[], T]) -> T:
         if self._executor is None:
@@ -485,3 +440,8 @@ def _edge(row: Any) -> GraphEdge:
     return GraphEdge(
         source_id=row[0], relation=row[1], target_id=row[2], valid_from=row[3], valid_to=row[4]
     )
+
+
+def _set_up(writer: sqlite3.Connection) -> None:
+    writer.executescript(SCHEMA)
+    sqlite_text.upgrade(writer)
