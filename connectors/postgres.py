@@ -27,7 +27,13 @@ from connectors.base import RelationalCapable
 from connectors.postgres_lexical import PostgresTextLeg
 from connectors.postgres_vector import PostgresVectorLeg
 from connectors.records import ChunkRecord, GraphEdge
-from connectors.system_of_record import OutboxItem, StoredState, WriteBatch, chunk_id
+from connectors.system_of_record import (
+    LazyJSON,
+    OutboxItem,
+    StoredState,
+    WriteBatch,
+    chunk_id,
+)
 from uda.errors import UserError
 
 
@@ -142,8 +148,8 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
                 timestamp_ms=row[8],
                 tombstone=row[9],
                 content_hash=row[10],
-                payload=row[11],
-                filter_values=row[12],
+                payload=LazyJSON(row[11]),
+                filter_values=LazyJSON(row[12]),
                 latest_sensitivity_rank=row[13],
                 latest_scope=row[14],
             )

@@ -78,6 +78,8 @@ class PostgresStore(Connector):
         self._timeout = timeout
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._rows_since_analyze = 0
+        # The lexical leg's visible statistics per filter, with their generation.
+        self._visible_stats: dict[tuple[str, str], tuple[int, float, float]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
     async def connect(self) -> None:

@@ -34,13 +34,33 @@ WHERE t.length <> coalesce(c.total, 0)
 # The analyzer that indexed the store, as a `meta` key (its values are numbers).
 _ANALYZER_KEY = "text_analyzer:" + ANALYZER_VERSION
 
+# Bumped by every transaction that changes `text_chunks`, as its last statement: a reader's
+# snapshot that sees generation g sees exactly the text writes that made g, so visible
+# statistics computed under g stay true while the generation is g. Last, because the row
+# lock it takes is then held only until the commit right after it (no lock-order cycle with
+# the chunk rows the transaction wrote before). `meta` values are numbers.
+BUMP_GENERATION = """
+INSERT INTO meta (key, value) VALUES ('lexical_generation', 1)
+ON CONFLICT (key) DO UPDATE SET value = meta.value + 1
+"""
+
 # BM25 (Lucene idf, k1, b) with the statistics of the chunks the caller may see only:
 # visible count, visible average length, visible document frequency.
+# Count and average length need a scan of every visible chunk (a full table scan for a
+# broad caller), so the caller passes the values it computed under generation %(gen)s and
+# the scan runs only when the generation moved on (its one-time filter then holds); the
+# statistics used come back with every row, with the generation they belong to.
 _BM25 = """
 WITH q AS (
     SELECT DISTINCT unnest(%(terms)s::text[]) AS term
-), stats AS (
-    SELECT count(*)::float8 AS n, avg(t.length)::float8 AS avgdl FROM text_chunks t WHERE {where}
+), gen AS MATERIALIZED (
+    SELECT coalesce((SELECT value FROM meta WHERE key = 'lexical_generation'), 0) AS value
+), stats AS MATERIALIZED (
+    SELECT %(n)s::float8 AS n, %(avgdl)s::float8 AS avgdl FROM gen WHERE gen.value = %(gen)s
+    UNION ALL
+    SELECT count(*)::float8, avg(t.length)::float8 FROM text_chunks t
+    WHERE (SELECT value FROM gen) <> %(gen)s AND {where}
+    HAVING count(*) > 0
 ), occ AS (
     SELECT c.chunk_id, c.term, c.tf::float8 AS tf, t.length::float8 AS length
     FROM q
@@ -56,11 +76,12 @@ WITH q AS (
                / (occ.tf + %(k1)s * (1 - %(b)s + %(b)s * occ.length / stats.avgdl))) AS score
     FROM occ JOIN df ON df.term = occ.term CROSS JOIN stats
     GROUP BY occ.chunk_id
+), best AS MATERIALIZED (
+    SELECT chunk_id, score FROM scored ORDER BY score DESC, chunk_id COLLATE "C" LIMIT %(k)s
 )
-SELECT s.chunk_id, t.element_id, t.version, t.text, s.score
-FROM scored s JOIN text_chunks t ON t.chunk_id = s.chunk_id
-ORDER BY s.score DESC, s.chunk_id COLLATE "C"
-LIMIT %(k)s
+SELECT b.chunk_id, t.element_id, t.version, t.text, b.score, stats.n, stats.avgdl, gen.value
+FROM best b JOIN text_chunks t ON t.chunk_id = b.chunk_id CROSS JOIN stats CROSS JOIN gen
+ORDER BY b.score DESC, b.chunk_id COLLATE "C"
 """
 
 
@@ -97,6 +118,7 @@ async def rebuild_terms(conn: AsyncConnection[Any]) -> None:
     await index_terms(conn, rows)
     await conn.execute("DELETE FROM meta WHERE key LIKE 'text\\_analyzer:%'")
     await conn.execute("INSERT INTO meta (key, value) VALUES (%s, 1)", (_ANALYZER_KEY,))
+    await conn.execute(BUMP_GENERATION)
 
 
 async def upgrade(conn: AsyncConnection[Any]) -> None:

@@ -660,6 +660,45 @@ async def test_hidden_chunks_change_nothing_a_caller_sees(pg: PostgresConnector)
     assert then[0].element_id == "old"
 
 
+async def test_cached_visible_statistics_follow_every_write(pg: PostgresConnector) -> None:
+    """Count and average length are cached per filter; any text write, by any process, ends it."""
+    await pg.upsert_text_chunks(CORPUS)
+    writer = PostgresConnector(pg._dsn, dimension=DIM, schema=pg._schema)  # another process
+    await writer.connect()
+
+    async def scores(connector: PostgresConnector) -> list[tuple[str, float]]:
+        return [(h.chunk_id, h.score) for h in await connector.text_search("harbour", 10, PUBLIC)]
+
+    async def uncached() -> list[tuple[str, float]]:
+        fresh = PostgresConnector(pg._dsn, dimension=DIM, schema=pg._schema)
+        await fresh.connect()
+        try:
+            return await scores(fresh)
+        finally:
+            await fresh.close()
+
+    try:
+        before = await scores(pg)
+        assert before == await scores(pg) == await uncached()
+        # A visible chunk without the query term moves only the count and average length.
+        longer = _text("essay", "Tides and winds and long essays about nothing else at all.")
+        await writer.upsert_text_chunks([longer])
+        grown = await scores(pg)
+        assert grown == await uncached()
+        assert [c for c, _ in grown] == [c for c, _ in before] and grown != before
+        await writer.upsert_text_chunks([ChunkRecord(**{**longer.__dict__, "valid_to": 7})])
+        assert await scores(pg) == await uncached() == before  # retired: no longer visible
+        await writer.delete_text_chunks([longer.chunk_id])
+        await writer.upsert_text_chunks([longer])
+        assert await scores(pg) == grown
+        await writer.delete_text_chunks([longer.chunk_id])
+        assert await scores(pg) == before
+        await writer.rebuild_text_index()
+        assert await scores(pg) == before
+    finally:
+        await writer.close()
+
+
 async def test_text_listing_drift_and_rebuild(pg: PostgresConnector) -> None:
     await pg.upsert_text_chunks(CORPUS)
     assert await pg.text_chunk_states() == {c.chunk_id: c.valid_to for c in CORPUS}
