@@ -95,6 +95,10 @@ CREATE TABLE IF NOT EXISTS text_chunks (
     length integer NOT NULL
 );
 CREATE INDEX IF NOT EXISTS text_chunks_valid ON text_chunks (valid_to, sensitivity_rank);
+-- What BM25 reads of each occurring chunk (length and the pushdown columns), without the
+-- text: index-only lookups once autovacuum has marked the pages all-visible.
+CREATE INDEX IF NOT EXISTS text_chunks_scoring ON text_chunks (chunk_id)
+    INCLUDE (length, sensitivity_rank, scope, valid_to, valid_from, element_type);
 -- The lexical index: one row per (stemmed term, chunk) with the term's frequency.
 CREATE TABLE IF NOT EXISTS chunk_terms (
     term text NOT NULL,

@@ -685,7 +685,8 @@ async def test_cached_visible_statistics_follow_every_write(pg: PostgresConnecto
         await writer.upsert_text_chunks([longer])
         grown = await scores(pg)
         assert grown == await uncached()
-        assert [c for c, _ in grown] == [c for c, _ in before] and grown != before
+        assert [c for c, _ in grown] == [c for c, _ in before]
+        assert grown != before
         await writer.upsert_text_chunks([ChunkRecord(**{**longer.__dict__, "valid_to": 7})])
         assert await scores(pg) == await uncached() == before  # retired: no longer visible
         await writer.delete_text_chunks([longer.chunk_id])
