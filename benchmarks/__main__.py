@@ -22,6 +22,8 @@ examples:
   python -m benchmarks --preset full --skip-1m         # full without the 1M-chunk point
   python -m benchmarks --only scifact,multihop --profiles embedded
   python -m benchmarks --preset quick --only scale --out scale-report
+  python -m benchmarks --preset full --only scifact,multihop --merge
+                                                       # add suites to the full report
 
 suites:
   scifact   nDCG@10, Recall@100: BM25, dense, dense+lexical, full pipeline; floor; txtai
@@ -114,6 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         "READMEs (--readme, default README.md and benchmarks/README.md) and exit",
     )
     parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the suites of the report already in --out that this run does not run "
+        "(same preset only); each suite records the run (date, commit) it came from, so a "
+        "long preset can be completed suite by suite",
+    )
+    parser.add_argument(
         "--vector-cache",
         type=Path,
         default=PROJECT_ROOT / "benchmarks" / "results" / "cache" / "vectors.sqlite",
@@ -166,8 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme is None and preset.name == "full":
         readmes = [PROJECT_ROOT / "README.md", PROJECT_ROOT / "benchmarks" / "README.md"]
 
+    from benchmarks.report import MergeError, previous
     from benchmarks.runner import run
 
+    if args.merge:
+        try:
+            previous(out, preset.name)  # refuse before hours of work, not after
+        except MergeError as exc:
+            parser.error(str(exc))
     report = run(
         preset=preset,
         suites=suites,
@@ -177,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         readmes=readmes,
         skipped_sizes=skipped,
         vector_cache=None if args.no_vector_cache else args.vector_cache,
+        merge=args.merge,
     )
     failed = [n for n, s in report["suites"].items() if s["status"] == "failed"]
     print(f"report: {out / 'summary.md'}", file=sys.stderr)

@@ -111,6 +111,96 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+# -- runs and merging ------------------------------------------------------------------------
+def suite_run(machine: Mapping[str, Any]) -> dict[str, Any]:
+    """Where and when a suite ran: kept with the suite when reports are merged."""
+    try:
+        load: list[float] | None = list(os.getloadavg())
+    except OSError:
+        load = None
+    return {
+        "started_at": now_iso(),
+        "git_commit": machine.get("git_commit"),
+        "git_dirty_files": machine.get("git_dirty_files"),
+        "cpu_model": machine.get("cpu_model"),
+        "cpu_count": machine.get("cpu_count"),
+        "load_average_at_start": load,
+    }
+
+
+class MergeError(ValueError):
+    """The report in the output folder cannot be merged with this run."""
+
+
+def previous(out: Path, preset: str) -> dict[str, Any] | None:
+    """The report already in `out` (None when there is none), checked for merging."""
+    path = out / "report.json"
+    if not path.exists():
+        return None
+    try:
+        old: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise MergeError(f"--merge: {path} is not a report ({exc})") from exc
+    if old.get("preset") != preset:
+        raise MergeError(
+            f"--merge: {path} is a {old.get('preset')!r} report, not {preset!r}; "
+            "merge runs of one preset only"
+        )
+    return old
+
+
+def merge_previous(report: dict[str, Any], old: Mapping[str, Any], order: Sequence[str]) -> None:
+    """Add the suites of `old` that `report` did not run, each keeping the run it came from.
+
+    A suite is a unit: it runs with its baselines in one process, so a merged report never
+    mixes rows of two runs within one suite. Reports written before suites recorded their
+    run get the run of their report.
+    """
+    machine = old.get("machine") or {}
+    kept: dict[str, Any] = {}
+    for name, suite in (old.get("suites") or {}).items():
+        if name in report["suites"]:
+            continue
+        run = suite.get("run") or {
+            "started_at": old.get("started_at"),
+            "git_commit": machine.get("git_commit"),
+            "git_dirty_files": machine.get("git_dirty_files"),
+            "cpu_model": machine.get("cpu_model"),
+            "cpu_count": machine.get("cpu_count"),
+            "load_average_at_start": machine.get("load_average_at_start"),
+        }
+        kept[name] = {**suite, "run": run}
+    if not kept:
+        return
+    suites = {**kept, **report["suites"]}
+    rank = {name: i for i, name in enumerate(order)}
+    report["suites"] = dict(sorted(suites.items(), key=lambda item: rank.get(item[0], len(rank))))
+    report["suites_requested"] = list(report["suites"])
+    report["wall_s"] = sum(float(s.get("wall_s") or 0.0) for s in report["suites"].values())
+    report["merged"] = sorted(kept)
+
+
+def _runs(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """`(suite, date, commit)` of each suite that records its run."""
+    return [
+        (
+            name,
+            str(suite["run"].get("started_at") or "?"),
+            str(suite["run"].get("git_commit") or "unknown")[:10],
+        )
+        for name, suite in report["suites"].items()
+        if suite.get("run")
+    ]
+
+
+def _machines(report: Mapping[str, Any]) -> set[tuple[Any, Any]]:
+    return {
+        (s["run"].get("cpu_model"), s["run"].get("cpu_count"))
+        for s in report["suites"].values()
+        if s.get("run")
+    }
+
+
 # -- Markdown ---------------------------------------------------------------------------------
 def _fmt(value: Any) -> str:
     if value is None:
@@ -220,6 +310,7 @@ def markdown(report: Mapping[str, Any], targets: Sequence[Target]) -> str:
         f"- source: {m.get('git_commit') or 'unknown'}"
         + (f" (+{m['git_dirty_files']} changed files)" if m.get("git_dirty_files") else ""),
         f"- profiles: {', '.join(report['profiles'])}; suites: {', '.join(report['suites'])}",
+        *_merged_lines(report),
         "",
         "## Targets",
         "",
@@ -234,18 +325,44 @@ def markdown(report: Mapping[str, Any], targets: Sequence[Target]) -> str:
             lines += [*_table(name, suite["rows"]), ""]
         if suite["notes"]:
             lines += [f"- {n}" for n in suite["notes"]] + [""]
-        lines += [f"_{suite['wall_s']:.0f} s_", ""]
+        run = suite.get("run") or {}
+        when = f", run {run['started_at']} at {str(run.get('git_commit'))[:10]}" if run else ""
+        lines += [f"_{suite['wall_s']:.0f} s{when}_", ""]
     return "\n".join(lines)
+
+
+def _merged_lines(report: Mapping[str, Any]) -> list[str]:
+    if not report.get("merged"):
+        return []
+    lines = [
+        "- merged from runs: every suite ran whole, with its baselines, in the run named "
+        "here (the header above is the newest run's)",
+        *[f"  - {name}: {date}, commit {commit}" for name, date, commit in _runs(report)],
+    ]
+    if len(_machines(report)) > 1:
+        lines.append("- **the runs were on different machines**: compare timings with care")
+    return lines
 
 
 def summary_block(report: Mapping[str, Any], targets: Sequence[Target]) -> str:
     """The short table for a README: date, machine, and where every target stands."""
     m = report["machine"]
-    return "\n".join(
-        [
+    runs = _runs(report) if report.get("merged") else []
+    if runs:
+        dates = sorted(date[:10] for _, date, _ in runs)
+        commits = sorted({commit for _, _, commit in runs})
+        source = (
+            f"Latest `{report['preset']}` report: suites run {dates[0]} to {dates[-1]} on "
+            f"{m['cpu_model']} ({m['cpu_count']} CPUs), commits {', '.join(commits)}. "
+        )
+    else:
+        source = (
             f"Latest `{report['preset']}` run: {report['started_at'][:10]} on {m['cpu_model']} "
             f"({m['cpu_count']} CPUs), commit {str(m.get('git_commit') or 'unknown')[:10]}. "
-            "Full report: `benchmarks/results/`.",
+        )
+    return "\n".join(
+        [
+            source + "Full report: `benchmarks/results/`.",
             "",
             *targets_table(targets),
         ]

@@ -56,8 +56,13 @@ def run(
     readmes: Sequence[Path] = (),
     skipped_sizes: Sequence[int] = (),
     vector_cache: Path | None = None,
+    merge: bool = False,
 ) -> dict[str, Any]:
-    """Run the suites of a preset and write the report under `out`; returns the report."""
+    """Run the suites of a preset and write the report under `out`; returns the report.
+
+    With `merge`, the suites of the report already in `out` that this run does not run are
+    kept, each with the run it came from (`report.merge_previous`).
+    """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -66,6 +71,8 @@ def run(
     started = time.perf_counter()
     machine = report.machine_info()
     results: dict[str, SuiteResult] = {}
+    runs: dict[str, dict[str, Any]] = {}
+    previous = report.previous(out, preset.name) if merge else None
     with tempfile.TemporaryDirectory(prefix="uda-bench-") as work_dir:
         work = Path(work_dir)
         servers = Servers(work / "servers")
@@ -82,6 +89,7 @@ def run(
                 result = SuiteResult(name=name)
                 results[name] = result
                 ctx.log(f"== {name} ({preset.name})")
+                runs[name] = report.suite_run(machine)
                 begun = time.perf_counter()
                 try:
                     _suite(name)(ctx, result)
@@ -118,8 +126,10 @@ def run(
         "machine": machine,
         "load_average_at_end": load_end,
         "document_embeddings": embedding,
-        "suites": {name: r.to_dict() for name, r in results.items()},
+        "suites": {name: {**r.to_dict(), "run": runs[name]} for name, r in results.items()},
     }
+    if previous is not None:
+        report.merge_previous(payload, previous, order=SUITES)
     return report.write(out, payload, readmes)
 
 

@@ -28,11 +28,11 @@ from connectors.postgres_lexical import PostgresTextLeg
 from connectors.postgres_vector import PostgresVectorLeg
 from connectors.records import ChunkRecord, GraphEdge
 from connectors.system_of_record import (
-    LazyJSON,
     OutboxItem,
     StoredState,
     WriteBatch,
     chunk_id,
+    state_from_row,
 )
 from uda.errors import UserError
 
@@ -135,26 +135,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         if not ids:
             return {}
         rows = await self._select(q.states_sql(as_of), {"ids": ids, "as_of": as_of})
-        return {
-            row[0]: StoredState(
-                element_id=row[0],
-                version=row[1],
-                hlc=row[2],
-                valid_to=row[3],
-                element_type=row[4],
-                name=row[5],
-                sensitivity_rank=row[6],
-                scope=row[7],
-                timestamp_ms=row[8],
-                tombstone=row[9],
-                content_hash=row[10],
-                payload=LazyJSON(row[11]),
-                filter_values=LazyJSON(row[12]),
-                latest_sensitivity_rank=row[13],
-                latest_scope=row[14],
-            )
-            for row in rows
-        }
+        return {row[0]: state_from_row(row) for row in rows}
 
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
         """Current edges touching any of the ids."""

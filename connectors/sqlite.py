@@ -34,7 +34,13 @@ from connectors.sqlite_schema import (
     TEXT_INDEX_DRIFT_SQL,
     VISIBLE_STATS_SQL,
 )
-from connectors.system_of_record import LazyJSON, OutboxItem, StoredState, WriteBatch, chunk_id
+from connectors.system_of_record import (
+    OutboxItem,
+    StoredState,
+    WriteBatch,
+    chunk_id,
+    state_from_row,
+)
 from uda.errors import ConnectorError
 
 T = TypeVar("T")
@@ -193,23 +199,7 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         )
         out: dict[str, StoredState] = {}
         for row in rows:
-            out[row[0]] = StoredState(
-                element_id=row[0],
-                version=row[1],
-                hlc=row[2],
-                valid_to=row[3],
-                element_type=row[4],
-                name=row[5],
-                sensitivity_rank=row[6],
-                scope=row[7],
-                timestamp_ms=row[8],
-                tombstone=bool(row[9]),
-                content_hash=row[10],
-                payload=LazyJSON(row[11]),
-                filter_values=LazyJSON(row[12]),
-                latest_sensitivity_rank=row[13],
-                latest_scope=row[14],
-            )
+            out[row[0]] = state_from_row(row)
         return out
 
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:

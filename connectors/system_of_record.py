@@ -69,6 +69,32 @@ class StoredState:
     latest_scope: str | None = None
 
 
+def state_from_row(row: Sequence[Any]) -> StoredState:
+    """A state from a row of the stores' state queries, in `StoredState`'s field order.
+
+    Columns: element id, version, hlc, valid_to, type, name, sensitivity, scope, timestamp,
+    tombstone, content hash, payload and filter values (JSON text, parsed when first used),
+    newest sensitivity, newest scope.
+    """
+    return StoredState(
+        element_id=row[0],
+        version=row[1],
+        hlc=row[2],
+        valid_to=row[3],
+        element_type=row[4],
+        name=row[5],
+        sensitivity_rank=row[6],
+        scope=row[7],
+        timestamp_ms=row[8],
+        tombstone=bool(row[9]),
+        content_hash=row[10],
+        payload=LazyJSON(row[11]),
+        filter_values=LazyJSON(row[12]),
+        latest_sensitivity_rank=row[13],
+        latest_scope=row[14],
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChunkRow:
     """A chunk of a new state, with its embedding.
