@@ -15,6 +15,9 @@ from uda.errors import UnknownConnectorError, UserError
 if TYPE_CHECKING:
     from connectors.base import Connector
 
+# Packages of this project: an import error inside them is a defect, not a missing library.
+_OWN_PACKAGES = frozenset({"connectors", "uda", "ontology"})
+
 # name -> (module:attribute, what to install when the import fails)
 BUILTIN: dict[str, tuple[str, str]] = {
     "chroma": ("connectors.chroma:ChromaConnector", "pip install chromadb"),
@@ -51,6 +54,8 @@ def connector_class(name: str) -> type[Connector]:
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
+            if not _missing_library(exc):
+                raise
             raise UserError(
                 f"connector {name!r} needs a library that is not installed ({exc.name}): {hint}",
                 field="connector",
@@ -66,3 +71,13 @@ def connector_class(name: str) -> type[Connector]:
         field="connector",
         value=name,
     )
+
+
+def _missing_library(exc: ImportError) -> bool:
+    """Whether an import failed because a third-party package is absent.
+
+    A name that cannot be imported from an installed module, or a missing module of this
+    project, is a bug or a broken install: hiding it behind an install hint misleads.
+    """
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    return missing is not None and missing.partition(".")[0] not in _OWN_PACKAGES
