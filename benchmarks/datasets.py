@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.synonyms import SYNONYM_THRESHOLD, Embed, synonym_groups
 from ontology import Document, Element, Relation
 from ontology.registry import RelationSpec, register_relation
 
@@ -192,12 +193,13 @@ def normalise_entity(name: str) -> str:
     return folded.removeprefix("the ").strip()
 
 
-def openie_graph(folder: Path, corpus_ids: Iterable[str]) -> Graph:
+def openie_graph(folder: Path, corpus_ids: Iterable[str], embed: Embed | None = None) -> Graph:
     """Passage -> entity edges from the OpenIE triples (subjects and objects of each passage).
 
     The triples file lists passages in corpus order. Entities are normalised
-    (`normalise_entity`); a passage whose title names an entity is linked to it too. Only
-    entities that link two or more of the loaded passages are kept: an entity of one
+    (`normalise_entity`); a passage whose title names an entity is linked to it too. With
+    `embed`, names whose embeddings nearly coincide become one entity (`benchmarks.synonyms`).
+    Only entities that link two or more of the loaded passages are kept: an entity of one
     passage connects nothing and would only inflate that passage's degree.
     """
     data = json.loads((folder / "openie_triples.json").read_text(encoding="utf-8"))
@@ -219,13 +221,22 @@ def openie_graph(folder: Path, corpus_ids: Iterable[str]) -> Graph:
             if len(key) >= 2:
                 mentions[key].add(doc_id)
                 names.setdefault(key, name.strip())
+    source = "openie-triples"
+    if embed is not None:
+        keys = sorted(mentions)
+        groups = synonym_groups([names[k] or k for k in keys], embed, SYNONYM_THRESHOLD)
+        merged: dict[str, set[str]] = defaultdict(set)
+        for key, group in zip(keys, groups, strict=True):
+            merged[keys[group]] |= mentions[key]
+        mentions = merged
+        source += f" + synonyms (cosine >= {SYNONYM_THRESHOLD:g})"
     entities: dict[str, str] = {}
     edges: list[tuple[str, str]] = []
     for index, key in enumerate(sorted(k for k, p in mentions.items() if len(p) >= 2)):
         eid = f"{ENTITY_PREFIX}{index}"
         entities[eid] = names[key] or key
         edges += [(p, eid) for p in sorted(mentions[key])]
-    return Graph(entities=entities, passage_entity=tuple(edges), source="openie-triples")
+    return Graph(entities=entities, passage_entity=tuple(edges), source=source)
 
 
 _WORDS = re.compile(r"\w+")
@@ -266,8 +277,12 @@ def title_mention_graph(corpus: Mapping[str, tuple[str, str]], min_chars: int = 
     return Graph(passage_passage=tuple(sorted(edges)), source="title-mentions")
 
 
-def multihop_graph(folder: Path, data: BeirSet) -> Graph:
-    """The graph a multi-hop set gets: OpenIE triples where shipped, title mentions otherwise."""
+def multihop_graph(folder: Path, data: BeirSet, embed: Embed | None = None) -> Graph:
+    """The graph a multi-hop set gets: OpenIE triples where shipped, title mentions otherwise.
+
+    `embed` (the benchmark's embedding model) merges synonymous OpenIE entities; the
+    title-mention graph needs no model.
+    """
     if (folder / "openie_triples.json").exists():
-        return openie_graph(folder, data.corpus)
+        return openie_graph(folder, data.corpus, embed)
     return title_mention_graph(data.corpus)

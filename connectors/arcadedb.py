@@ -54,6 +54,7 @@ from connectors.arcadedb_queries import (
     collect,
     edge_key,
     expand_query,
+    scores_statement,
     search_statement,
 )
 from connectors.base import Connector, GraphCapable, VectorCapable
@@ -287,6 +288,35 @@ class ArcadeDBStore(Connector, GraphCapable):
             if len(hits) >= k or len(rows) < limit:
                 return hits[:k]
             limit *= OVERFETCH
+
+    async def vector_scores(
+        self, embedding: Sequence[float], element_ids: Sequence[str], search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        """The passing chunks of these elements, by exact cosine similarity, best first.
+
+        One statement per `GRAPH_BATCH` ids (the element index answers the `IN`); predicates
+        are checked here, as in `vector_search`.
+        """
+        ids = list(dict.fromkeys(element_ids))
+        if not ids:
+            return []
+        command, params = scores_statement(search_filter)
+        params["embedding"] = [float(x) for x in embedding]
+        hits: list[ChunkHit] = []
+        for part in batches(ids, GRAPH_BATCH):
+            rows = await self._backend.query("sql", command, {**params, "ids": list(part)})
+            hits += [
+                ChunkHit(
+                    chunk_id=record.chunk_id,
+                    element_id=record.element_id,
+                    version=record.version,
+                    score=float(row["score"]),
+                    text=record.text,
+                )
+                for row in rows
+                if search_filter.allows_chunk(record := chunk_record(row))
+            ]
+        return sorted(hits, key=lambda h: (-h.score, h.chunk_id))
 
     # -- extras -----------------------------------------------------------------------------
     async def stats(self) -> dict[str, int]:

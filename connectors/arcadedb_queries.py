@@ -191,6 +191,26 @@ def search_statement(search_filter: SearchFilter) -> tuple[str, dict[str, Any]]:
 
     Clearance, validity and types are pushed down; predicates are checked on the rows.
     """
+    clauses, params = _pushdown(search_filter)
+    command = (  # fixed fragments only; every value is a parameter
+        f"SELECT {SEARCH_COLUMNS} FROM UdaChunk WHERE {' AND '.join(clauses)}"  # noqa: S608
+        " ORDER BY score DESC, chunk_id ASC LIMIT :limit"
+    )
+    return command, params
+
+
+def scores_statement(search_filter: SearchFilter) -> tuple[str, dict[str, Any]]:
+    """The SQL scoring the chunks of `:ids` that pass the pushdown (without the vector)."""
+    clauses, params = _pushdown(search_filter)
+    command = (  # fixed fragments only; every value is a parameter
+        f"SELECT {SEARCH_COLUMNS} FROM UdaChunk WHERE element_id IN :ids AND "  # noqa: S608
+        f"{' AND '.join(clauses)} ORDER BY score DESC, chunk_id ASC"
+    )
+    return command, params
+
+
+def _pushdown(search_filter: SearchFilter) -> tuple[list[str], dict[str, Any]]:
+    """Clauses and params for clearance, validity and types."""
     clauses = ["sens <= :max_sens"]
     params: dict[str, Any] = {"max_sens": search_filter.max_sensitivity_rank}
     if not search_filter.all_projects:
@@ -208,8 +228,4 @@ def search_statement(search_filter: SearchFilter) -> tuple[str, dict[str, Any]]:
     if search_filter.element_types is not None:
         clauses.append("etype IN :types")
         params["types"] = list(search_filter.element_types)
-    command = (  # fixed fragments only; every value is a parameter
-        f"SELECT {SEARCH_COLUMNS} FROM UdaChunk WHERE {' AND '.join(clauses)}"  # noqa: S608
-        " ORDER BY score DESC, chunk_id ASC LIMIT :limit"
-    )
-    return command, params
+    return clauses, params

@@ -56,6 +56,17 @@ class VectorCapable(ABC):
         """
 
     @abstractmethod
+    async def vector_scores(
+        self, embedding: Sequence[float], element_ids: Sequence[str], search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        """Every chunk of these elements that passes the filter, score = cosine similarity.
+
+        Best first. For candidates another leg found (graph expansion reaches elements the
+        nearest-neighbour search did not return): one batched call for all of them, exact,
+        however many ids; unknown ids are no error and score nothing.
+        """
+
+    @abstractmethod
     async def chunk_states(self) -> dict[str, int]:
         """Every stored chunk id with its `valid_to` (for `check`; reads the whole store)."""
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import numpy as np
+
 from connectors.base import Connector, VectorCapable
 from connectors.chroma_directory import ChunkDirectory, reconcile, record_from_metadata
 from connectors.records import OPEN, ChunkHit, ChunkRecord, SearchFilter
@@ -77,6 +79,14 @@ def _hits(result: Any) -> list[tuple[ChunkHit, Mapping[str, Any]]]:
         )
         for cid, meta, doc, dist in zip(ids, metas, docs, distances, strict=True)
     ]
+
+
+def _cosine(query: Sequence[float], stored: Sequence[float]) -> float:
+    """Cosine similarity, as Chroma's cosine space computes it (1 - distance)."""
+    a = np.asarray(query, dtype=np.float64)
+    b = np.asarray(stored, dtype=np.float64)
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norms if norms else 0.0
 
 
 def _allows(search_filter: SearchFilter, meta: Mapping[str, Any]) -> bool:
@@ -320,6 +330,59 @@ class ChromaConnector(Connector, VectorCapable):
                 wanted *= 4
 
         return await self._run(query)
+
+    async def vector_scores(
+        self, embedding: Sequence[float], element_ids: Sequence[str], search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        """The passing chunks of these elements, scored by cosine similarity, best first.
+
+        With a directory: the directory names the passing chunks, and one query restricted
+        to those ids returns their distances. Against a server: the elements' chunks are
+        read with their embeddings, filtered by the reference semantics and scored here.
+        """
+        ids = list(dict.fromkeys(element_ids))
+        if not ids or (search_filter.element_types is not None and not search_filter.element_types):
+            return []
+
+        def score() -> list[ChunkHit]:
+            collection = self._require()
+            if self._directory is not None:
+                chunk_ids = self._directory.of_elements(ids, search_filter)
+                if not chunk_ids:
+                    return []
+                result = collection.query(
+                    query_embeddings=[list(embedding)],
+                    ids=chunk_ids,
+                    n_results=len(chunk_ids),
+                    include=["distances"],
+                )
+                return _passing_hits(result, self._directory, search_filter)
+            hits: list[ChunkHit] = []
+            for start in range(0, len(ids), _BATCH):
+                page = collection.get(
+                    where={"element_id": {"$in": ids[start : start + _BATCH]}},
+                    include=["embeddings", "metadatas", "documents"],
+                )
+                for cid, vector, meta, doc in zip(
+                    page["ids"],
+                    page["embeddings"],
+                    page["metadatas"],
+                    page["documents"],
+                    strict=True,
+                ):
+                    if _allows(search_filter, meta):
+                        hits.append(
+                            ChunkHit(
+                                chunk_id=cid,
+                                element_id=str(meta["element_id"]),
+                                version=int(meta["version"]),
+                                text=doc or "",
+                                score=_cosine(embedding, vector),
+                            )
+                        )
+            return sorted(hits, key=lambda h: (-h.score, h.chunk_id))
+
+        return await self._run(score)
 
     async def count(self) -> int:
         """Number of chunks stored (for `stats` and checks)."""

@@ -54,6 +54,7 @@ _PASSING_SQL = (
     f"JOIN chunk_text x ON x.chunk_id = t.chunk_id WHERE t.chunk_id IN {_IDS} AND {{where}}"
 )
 _MATCHING_SQL = "SELECT t.chunk_id FROM chunks t WHERE {where}"
+_OF_ELEMENTS_SQL = f"SELECT t.chunk_id FROM chunks t WHERE t.element_id IN {_IDS} AND {{where}}"  # noqa: S608
 _PAGE = 2000
 
 # (element_id, version, text) of a chunk that passed a filter.
@@ -131,6 +132,16 @@ class ChunkDirectory:
         """Every chunk id that passes the filter (a scan: for filters that pass few)."""
         where, params = compile_filter(search_filter, table="t")
         return [row[0] for row in self._reader().execute(_MATCHING_SQL.format(where=where), params)]
+
+    def of_elements(self, element_ids: Sequence[str], search_filter: SearchFilter) -> list[str]:
+        """The ids of the chunks of these elements that pass the filter (index lookups)."""
+        if not element_ids:
+            return []
+        where, params = compile_filter(search_filter, table="t")
+        rows = self._reader().execute(
+            _OF_ELEMENTS_SQL.format(where=where), (json.dumps(list(element_ids)), *params)
+        )
+        return [row[0] for row in rows]
 
     def ids(self) -> set[str]:
         """Every chunk id in the directory."""

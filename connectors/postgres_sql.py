@@ -231,6 +231,20 @@ def nearest_sql(where: str, *, exact: bool) -> str:
     return _NEAREST.format(where=where, tie=', v.chunk_id COLLATE "C"' if exact else "")
 
 
+# Every passing chunk of the given elements, scored (for candidates found by the graph).
+_SCORES = """
+SELECT v.chunk_id, v.element_id, v.version, v.text, 1 - (v.embedding <=> %(q)s) AS score
+FROM vector_chunks v
+WHERE v.element_id = ANY(%(ids)s::text[]) AND {where}
+ORDER BY score DESC, v.chunk_id COLLATE "C"
+"""
+
+
+def scores_sql(where: str) -> str:
+    """The passing chunks of `%(ids)s` with their cosine similarity to `%(q)s`."""
+    return _SCORES.format(where=where)
+
+
 # -- the pushdown filter ---------------------------------------------------------------
 _ORDERED = {Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 

@@ -109,3 +109,24 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
             ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=float(r[4]))
             for r in rows
         ]
+
+    async def vector_scores(
+        self, embedding: Sequence[float], element_ids: Sequence[str], search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        """The passing chunks of these elements, by exact cosine similarity, best first."""
+        if len(embedding) != self._dimension:
+            raise ConnectorError(
+                self.name, f"query embedding has {len(embedding)} dimensions, not {self._dimension}"
+            )
+        ids = pv.storable(element_ids)
+        if not ids:
+            return []
+        where, params = q.compile_filter(search_filter, table="v")
+        params.update(q=pv.vector(embedding), ids=ids)
+        async with self._connection() as conn:
+            cur = await conn.execute(q.scores_sql(where).encode(), params)
+            rows = await cur.fetchall()
+        return [
+            ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=float(r[4]))
+            for r in rows
+        ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from benchmarks.datasets import BeirSet, normalise_entity, subset, title_mention
 from benchmarks.embedding import CachingEmbedder, VectorCache, model_fingerprint
 from benchmarks.keps import Kep, clearance_of, resolve_refs
 from benchmarks.report import README_BEGIN, README_END, publish
+from benchmarks.synonyms import synonym_groups
 from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
 from benchmarks.targets import derive_ratios, evaluate_targets
 from uda.chunking import chunk_text
@@ -38,6 +40,21 @@ def test_entity_names_are_normalised() -> None:
     assert normalise_entity("The Beatles") == "beatles"
     assert normalise_entity("  Beyoncé, ") == "beyonce"
     assert normalise_entity("New   York City") == "new york city"
+
+
+def test_synonym_groups_join_near_names_transitively() -> None:
+    """Names at cosine >= the threshold share a group, through chains; others stay apart."""
+    angle = {"HBU": 0.0, "Houston Baptist University": 0.3, "Houston Baptist Univ.": 0.6}
+    angle |= {"Rice University": 1.5, "Texas": 3.0}
+
+    def embed(names: Sequence[str]) -> np.ndarray:
+        return np.asarray([[np.cos(angle[n]), np.sin(angle[n])] for n in names])
+
+    names = list(angle)
+    # cos(0.3) = 0.955: neighbours join; HBU and 'Univ.' (cos 0.6 = 0.825) only through the chain.
+    assert synonym_groups(names, embed, 0.9) == [0, 0, 0, 3, 4]
+    assert synonym_groups(names, embed, 0.99) == [0, 1, 2, 3, 4]
+    assert synonym_groups([], embed, 0.9) == []
 
 
 def test_subset_keeps_relevant_documents_and_is_seeded() -> None:
@@ -193,6 +210,31 @@ def test_report_derives_ratios_and_judges_targets() -> None:
     assert targets["within_3x_floor_100k_embedded"].figure == pytest.approx(4.0)
     assert targets["within_3x_floor_100k_embedded"].met is False
     assert targets["latency_100k_server"].met is None  # not measured, never guessed
+
+
+def test_multihop_target_is_the_best_variant_and_shows_it_elsewhere() -> None:
+    def gain(dataset: str, method: str, points: float) -> dict[str, object]:
+        return {
+            "suite": "multihop",
+            "dataset": dataset,
+            "system": "uda",
+            "method": f"gain of {method} over dense",
+            "profile": "embedded",
+            "metrics": {"recall@5_points": points, "recall@2_points": 0.0},
+        }
+
+    rows = [
+        gain("hipporag_musique", "dense+PPR w=1", 2.0),
+        gain("hipporag_musique", "dense+PPR w=4", 5.5),
+        gain("migres_2wiki", "dense+PPR w=4", 9.0),
+        gain("migres_2wiki", "dense+PPR w=1", 1.0),
+    ]
+    targets = {t.id: t for t in evaluate_targets({"multihop": {"rows": rows}}, "quick")}
+    target = targets["multihop_graph_gain"]
+    assert target.figure == pytest.approx(5.5)
+    assert target.met is True
+    assert "dense+PPR w=1: +2.0" in target.detail
+    assert target.detail.endswith("the best variant on the other sets: migres_2wiki +9.0")
 
 
 def test_floor_bm25_equals_uda_bm25_arithmetic() -> None:

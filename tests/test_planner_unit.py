@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,7 @@ class RecordingVectorDouble(Connector, VectorCapable):
         self.delay = delay
         self.chunks: dict[str, ChunkRecord] = {}
         self.search_calls = 0
+        self.score_calls: list[list[str]] = []
         self.active = 0
         self.max_active_seen = 0
 
@@ -91,6 +93,25 @@ class RecordingVectorDouble(Connector, VectorCapable):
             if search_filter.allows_chunk(c)
         ]
         return sorted(hits, key=lambda h: -h.score)[:k]
+
+    async def vector_scores(
+        self, embedding: Sequence[float], element_ids: Sequence[str], search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        self.score_calls.append(list(element_ids))
+        q = np.asarray(embedding)
+        wanted = set(element_ids)
+        hits = [
+            ChunkHit(
+                chunk_id=c.chunk_id,
+                element_id=c.element_id,
+                version=c.version,
+                text=c.text,
+                score=float(np.dot(q, np.asarray(c.embedding))),
+            )
+            for c in self.chunks.values()
+            if c.element_id in wanted and search_filter.allows_chunk(c)
+        ]
+        return sorted(hits, key=lambda h: -h.score)
 
 
 SHARED_ACTIVITY: list[str] = []
@@ -231,4 +252,55 @@ async def test_no_graph_connector_means_no_centrality(tmp_path: Path) -> None:
     response = await planner.search(SearchRequest(query="x"))
     table = response.to_arrow()
     assert table.column("centrality_rank").null_count == len(response)
+    await sor.close()
+
+
+async def test_graph_only_candidates_get_semantic_scores_in_one_call(tmp_path: Path) -> None:
+    """A candidate reached only through the graph is scored by one batched vector call."""
+    vector = RecordingVectorDouble("vec")
+    planner, writer, sor = await _setup(tmp_path, [vector, RecordingGraphDouble()])
+    docs = [
+        Document(element_id="seed", name="seed", text="alpha", sensitivity="public"),
+        Document(element_id="near", name="near", text="beta", sensitivity="public"),
+        Document(element_id="far", name="far", text="gamma", sensitivity="public"),
+        Document(element_id="hidden", name="hidden", text="delta", sensitivity="restricted"),
+    ]
+    await writer.ingest(
+        docs,
+        [
+            Relation(source_id="seed", relation="relatedTo", target_id="near"),
+            Relation(source_id="seed", relation="relatedTo", target_id="hidden"),
+        ],
+    )
+    # Set the stored vectors: `seed` is the query's direction (the pool of one), `far` is
+    # nearer than `near` but unconnected, `near` is reached through `seed` only.
+    query = FixedEmbedder().embed_query("what is alpha")
+    other = np.roll(query, 1) - np.dot(np.roll(query, 1), query) * query
+    other /= np.linalg.norm(other)
+    direction = {
+        "seed": query,
+        "near": 0.3 * query + 0.954 * other,
+        "far": 0.6 * query + 0.8 * other,
+    }
+    for key, record in list(vector.chunks.items()):
+        if record.element_id in direction:
+            vector.chunks[key] = replace(record, embedding=direction[record.element_id].tolist())
+    request = SearchRequest(
+        query="what is alpha",
+        limit=5,
+        pool_size=1,
+        expand_depth=1,
+        graph_candidates=True,
+        decay=False,
+        weights={"semantic": 1.0, "lexical": 0.0, "centrality": 1.0},
+    )
+    rows = (await planner.search(request)).to_arrow().to_pylist()
+    assert [r["element_id"] for r in rows] == ["seed", "near"]
+    assert vector.score_calls == [["near"]]  # visible and reached: the hidden one is not asked
+    assert rows[1]["semantic_score"] == pytest.approx(0.3, abs=1e-3)
+    assert rows[1]["semantic_rank"] == 2
+
+    vector.score_calls.clear()
+    await planner.search(SearchRequest(query="what is alpha", pool_size=1, expand_depth=1))
+    assert vector.score_calls == []  # no graph candidates, nothing to score
     await sor.close()

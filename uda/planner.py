@@ -102,11 +102,14 @@ class Planner:
         embedding = await self._timed(
             plan, "embed", asyncio.to_thread(self._embedder.embed_query, request.query)
         )
-        phase1 = await self._timed(plan, "phase1", self._phase1(plan, embedding.tolist()))
+        query_vector: list[float] = embedding.tolist()
+        phase1 = await self._timed(plan, "phase1", self._phase1(plan, query_vector))
         candidate_ids = sorted({k[0] for k in phase1.semantic} | {k[0] for k in phase1.lexical})
         edges, graph_nodes = await self._timed(plan, "phase2", self._phase2(plan, candidate_ids))
         response = await self._timed(
-            plan, "phase3", self._phase3(plan, phase1, candidate_ids, edges, graph_nodes)
+            plan,
+            "phase3",
+            self._phase3(plan, query_vector, phase1, candidate_ids, edges, graph_nodes),
         )
         plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
         return response
@@ -165,6 +168,7 @@ class Planner:
     async def _phase3(
         self,
         plan: Plan,
+        query_vector: list[float],
         phase1: _Phase1,
         candidate_ids: Sequence[str],
         edges: Sequence[GraphEdge],
@@ -193,11 +197,13 @@ class Planner:
         ]
         if plan.graph_candidates:
             known = set(candidates)
-            candidates += [
+            reached = [
                 n
                 for n in sorted(graph_nodes)
                 if n in visible and n not in known and _eligible(plan, states[n]) and n in adj
             ]
+            candidates += reached
+            semantic_raw.update(await self._graph_semantic(plan, query_vector, reached, states))
 
         decay = {eid: _decay(plan, states[eid]) for eid in candidates}
         semantic = {
@@ -245,6 +251,29 @@ class Planner:
                 )
             )
         return SearchResponse(plan=plan, ranked=results)
+
+    async def _graph_semantic(
+        self,
+        plan: Plan,
+        query_vector: list[float],
+        reached: Sequence[str],
+        states: Mapping[str, StoredState],
+    ) -> dict[str, tuple[float, str]]:
+        """Semantic scores of candidates found only through the graph.
+
+        Without them such a candidate could rank on centrality alone, and the fusion would
+        weigh a passage that merely sits next to the seeds like one that also answers the
+        query. One batched call per vector connector, for all of them at once.
+        """
+        if not reached or plan.weights.get(Leg.SEMANTIC, 0.0) <= 0:
+            return {}
+        results = await _together(
+            [c.vector_scores(query_vector, reached, plan.pushdown) for c in self._vector]
+        )
+        best: dict[tuple[str, int], _Best] = {}
+        for hits in results:
+            _collapse(hits, best)
+        return _leg_scores(best, states, set(reached))
 
 
 def _seed_scores(semantic: Mapping[str, float], lexical: Mapping[str, float]) -> dict[str, float]:

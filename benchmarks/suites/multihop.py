@@ -62,7 +62,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
             continue
         preset = ctx.preset
         data = subset(read_beir(folder), queries=preset.multihop_queries, docs=preset.multihop_docs)
-        graph = multihop_graph(folder, data)
+        graph = multihop_graph(folder, data, ctx.embedder.embed_documents)
         entities, relations = graph_elements(graph)
         result.notes.append(
             f"{name}: {len(data.corpus)} passages, {len(data.qrels)} questions, graph "

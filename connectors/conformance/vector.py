@@ -341,6 +341,8 @@ class VectorConformance(ConformanceBase):
                 predicates=(Predicate(field="status", op=Op.EQ, value=c.element_id),),
             )
             assert hit_view(await vector.vector_search(c.embedding, 3, only)) == hit_view(hits[:1])
+            scored = await vector.vector_scores(c.embedding, list(HOSTILE_IDS), scoped)
+            assert hit_view(scored) == hit_view(hits)
         half = list(HOSTILE_IDS[: len(HOSTILE_IDS) // 2])
         await vector.delete_chunks(half)
         rest = {cid: OPEN for cid, c in stored.items() if c.element_id not in half}
@@ -352,3 +354,49 @@ class VectorConformance(ConformanceBase):
         """A fresh store lists nothing and finds nothing, without an error."""
         assert await vector.chunk_states() == {}
         assert await vector.vector_search(axis(harness.dimension, 0), 5, EVERYTHING) == []
+        assert await vector.vector_scores(axis(harness.dimension, 0), ["a"], EVERYTHING) == []
+
+    async def test_vector_scores_of_named_elements_under_every_filter(
+        self, vector: VectorCapable, harness: Harness
+    ) -> None:
+        """`vector_scores`: exactly the passing chunks of the named elements, cosine-scored."""
+        corpus = filter_corpus(harness.dimension)
+        stored = {c.chunk_id: c for c in corpus}
+        await vector.upsert_chunks(corpus)
+        query = random_vectors(1, harness.dimension, seed=12)[0]
+        named = [c.element_id for c in corpus[::3]] + ["el-unknown"]
+        failures: list[str] = []
+        cases = [*FILTERS, *EDGE_FILTERS, *NO_TYPE_FILTERS, *STRING_RANGE_FILTERS]
+        for label, search_filter in cases:
+            expected = {
+                c.chunk_id
+                for c in corpus
+                if c.element_id in named and search_filter.allows_chunk(c)
+            }
+            try:
+                hits = await vector.vector_scores(query, named, search_filter)
+                check_hits(hits, stored, query, search_filter)
+                assert {h.chunk_id for h in hits} == expected, f"{len(hits)} hits"
+            except Exception as exc:  # collect them all: one report names every case
+                failures.append(f"filter {label!r}: {type(exc).__name__}: {exc}")
+        assert not failures, "\n".join(failures)
+        assert await vector.vector_scores(query, [], EVERYTHING) == []
+
+    async def test_vector_scores_every_chunk_of_many_elements(
+        self, vector: VectorCapable, harness: Harness
+    ) -> None:
+        """All chunks of each element, however many ids are asked for (batches are inside)."""
+        vectors = random_vectors(12, harness.dimension, seed=13)
+        corpus = [
+            chunk(f"multi-{i // 3}", index=i % 3, text=f"part {i}", embedding=v)
+            for i, v in enumerate(vectors)
+        ]
+        stored = {c.chunk_id: c for c in corpus}
+        await vector.upsert_chunks(corpus)
+        query = random_vectors(1, harness.dimension, seed=14)[0]
+        named = [f"absent-{i}" for i in range(4500)] + ["multi-0", "multi-2", "multi-2"]
+        hits = await vector.vector_scores(query, named, EVERYTHING)
+        check_hits(hits, stored, query, EVERYTHING)
+        assert sorted(h.chunk_id for h in hits) == sorted(
+            c.chunk_id for c in corpus if c.element_id in {"multi-0", "multi-2"}
+        )
