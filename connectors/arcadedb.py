@@ -20,7 +20,7 @@ filter value travels as a parameter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -274,17 +274,7 @@ class ArcadeDBStore(Connector, GraphCapable):
         limit = k * OVERFETCH if search_filter.predicates else k
         while True:
             rows = await self._backend.query("sql", command, {**params, "limit": limit})
-            hits = [
-                ChunkHit(
-                    chunk_id=record.chunk_id,
-                    element_id=record.element_id,
-                    version=record.version,
-                    score=float(row["score"]),
-                    text=record.text,
-                )
-                for row in rows
-                if search_filter.allows_chunk(record := chunk_record(row))
-            ]
+            hits = _passing_hits(rows, search_filter)
             if len(hits) >= k or len(rows) < limit:
                 return hits[:k]
             limit *= OVERFETCH
@@ -305,17 +295,7 @@ class ArcadeDBStore(Connector, GraphCapable):
         hits: list[ChunkHit] = []
         for part in batches(ids, GRAPH_BATCH):
             rows = await self._backend.query("sql", command, {**params, "ids": list(part)})
-            hits += [
-                ChunkHit(
-                    chunk_id=record.chunk_id,
-                    element_id=record.element_id,
-                    version=record.version,
-                    score=float(row["score"]),
-                    text=record.text,
-                )
-                for row in rows
-                if search_filter.allows_chunk(record := chunk_record(row))
-            ]
+            hits += _passing_hits(rows, search_filter)
         return sorted(hits, key=lambda h: (-h.score, h.chunk_id))
 
     # -- extras -----------------------------------------------------------------------------
@@ -331,6 +311,21 @@ class ArcadeDBStore(Connector, GraphCapable):
             "edges": int(edges[0]["n"]),
             "chunks": int(chunks[0]["n"]),
         }
+
+
+def _passing_hits(rows: Sequence[Mapping[str, Any]], search_filter: SearchFilter) -> list[ChunkHit]:
+    """Scored chunk rows that pass the filter (predicates are checked here, not pushed down)."""
+    return [
+        ChunkHit(
+            chunk_id=record.chunk_id,
+            element_id=record.element_id,
+            version=record.version,
+            score=float(row["score"]),
+            text=record.text,
+        )
+        for row in rows
+        if search_filter.allows_chunk(record := chunk_record(row))
+    ]
 
 
 class ArcadeDBConnector(ArcadeDBStore, VectorCapable):

@@ -80,26 +80,19 @@ class RecordingVectorDouble(Connector, VectorCapable):
         self.max_active_seen = max(self.max_active_seen, len(set(SHARED_ACTIVITY)))
         self.active -= 1
         SHARED_ACTIVITY.remove(self.name)
-        q = np.asarray(embedding)
-        hits = [
-            ChunkHit(
-                chunk_id=c.chunk_id,
-                element_id=c.element_id,
-                version=c.version,
-                text=c.text,
-                score=float(np.dot(q, np.asarray(c.embedding))),
-            )
-            for c in self.chunks.values()
-            if search_filter.allows_chunk(c)
-        ]
-        return sorted(hits, key=lambda h: -h.score)[:k]
+        return self._scored(embedding, search_filter)[:k]
 
     async def vector_scores(
         self, embedding: Sequence[float], element_ids: Sequence[str], search_filter: SearchFilter
     ) -> list[ChunkHit]:
         self.score_calls.append(list(element_ids))
+        return self._scored(embedding, search_filter, set(element_ids))
+
+    def _scored(
+        self, embedding: Sequence[float], search_filter: SearchFilter, only: set[str] | None = None
+    ) -> list[ChunkHit]:
+        """Every passing chunk (of the `only` elements, if given) by dot product, best first."""
         q = np.asarray(embedding)
-        wanted = set(element_ids)
         hits = [
             ChunkHit(
                 chunk_id=c.chunk_id,
@@ -109,7 +102,7 @@ class RecordingVectorDouble(Connector, VectorCapable):
                 score=float(np.dot(q, np.asarray(c.embedding))),
             )
             for c in self.chunks.values()
-            if c.element_id in wanted and search_filter.allows_chunk(c)
+            if (only is None or c.element_id in only) and search_filter.allows_chunk(c)
         ]
         return sorted(hits, key=lambda h: -h.score)
 
