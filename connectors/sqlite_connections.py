@@ -6,6 +6,7 @@ readers run beside the writer; SQLite has one writer, so writes take one lock.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -66,6 +67,7 @@ class SQLiteConnections:
         # 600 state lookups took 8.7 ms with the defaults, 5.9 ms mapped, 4.7 ms with both).
         conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
         conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+        _ensure_ln(conn)
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -95,3 +97,14 @@ class SQLiteConnections:
                 raise
             else:
                 conn.execute("COMMIT")
+
+
+def _ensure_ln(conn: sqlite3.Connection) -> None:
+    """Give the connection `ln` where SQLite was built without its math functions.
+
+    The lexical query calls it once per query term (connectors/sqlite_schema.py, BM25_SQL).
+    """
+    try:
+        conn.execute("SELECT ln(1)")
+    except sqlite3.OperationalError:
+        conn.create_function("ln", 1, math.log, deterministic=True)

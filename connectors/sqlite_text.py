@@ -1,7 +1,8 @@
 """The SQLite lexical leg's statements on one connection: index, rebuild, migrate, score.
 
 Terms come from `connectors.analyzer` (the same on every backend); BM25 is computed by
-`connectors.bm25` from the occurrences of the query terms in the visible chunks only.
+SQL with `connectors.bm25`'s formula, from the occurrences of the query terms in the visible
+chunks only.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from connectors.analyzer import ANALYZER_VERSION, term_frequencies
-from connectors.bm25 import bm25_top
+from connectors.bm25 import BM25_B, BM25_K1
 from connectors.records import ChunkRecord
-from connectors.sqlite_schema import LEGACY_FTS, OCCURRENCES_SQL
+from connectors.sqlite_schema import BM25_SQL, LEGACY_FTS
 
 _INSERT_CHUNK = (
     "INSERT INTO text_chunks (chunk_id, element_id, version, element_type, sensitivity_rank, "
@@ -116,12 +117,6 @@ def best_chunks(
     k: int,
 ) -> list[tuple[str, str, int, str, float]]:
     """The `k` best visible chunks as `(chunk_id, element_id, version, text, score)`."""
-    rows = conn.execute(OCCURRENCES_SQL.format(where=where), (json.dumps(terms), *params))
-    best = bm25_top(rows.fetchall(), n_docs, avg_len, k)
-    found = conn.execute(
-        "SELECT rowid, element_id, version, text FROM text_chunks "
-        "WHERE rowid IN (SELECT value FROM json_each(?))",
-        (json.dumps([doc for doc, _, _ in best]),),
-    )
-    texts = {row[0]: row[1:] for row in found}
-    return [(chunk, *texts[doc], score) for doc, chunk, score in best]
+    sql = BM25_SQL.format(where=where, k1=BM25_K1, b=BM25_B)
+    rows = conn.execute(sql, (json.dumps(list(terms)), *params, n_docs, avg_len, k))
+    return [(c, e, v, t, float(score)) for c, e, v, t, score in rows]

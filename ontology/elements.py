@@ -40,10 +40,11 @@ class Sensitivity(StrEnum):
     @property
     def rank(self) -> int:
         """Position in the order, 0 for public; comparisons use this."""
-        return _SENSITIVITY_ORDER.index(self)
+        return _SENSITIVITY_RANKS[self]
 
 
 _SENSITIVITY_ORDER = list(Sensitivity)
+_SENSITIVITY_RANKS = {level: rank for rank, level in enumerate(_SENSITIVITY_ORDER)}
 
 
 class DecisionStatus(StrEnum):

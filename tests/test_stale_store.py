@@ -19,7 +19,7 @@ from connectors.chroma import ChromaConnector
 from connectors.records import OPEN, GraphEdge, SearchFilter
 from ontology import Document, Repository
 from uda.embedder import SentenceTransformerEmbedder
-from uda.graph_context import within_reach
+from uda.graph_context import reachable_subgraph, within_reach
 
 
 def test_within_reach_keeps_only_what_seeds_reach() -> None:
@@ -32,6 +32,28 @@ def test_within_reach_keeps_only_what_seeds_reach() -> None:
     assert len(within_reach(edges, ["a"], 2)) == 2
     assert within_reach(edges, ["z"], 2) == []
     assert all(e.valid_to == OPEN for e in within_reach(edges, ["c"], 2))
+
+
+def test_reachable_subgraph_cuts_hidden_nodes_and_the_edges_beyond_them() -> None:
+    """A hidden node drops its edges; what only it led to drops out of edges and adjacency."""
+    edges = [
+        GraphEdge(source_id="a", relation="relatedTo", target_id="b", valid_from=1),
+        GraphEdge(source_id="b", relation="relatedTo", target_id="c", valid_from=1),
+        GraphEdge(source_id="a", relation="partOf", target_id="h", valid_from=1),
+        GraphEdge(source_id="h", relation="relatedTo", target_id="d", valid_from=1),
+        GraphEdge(source_id="d", relation="relatedTo", target_id="e", valid_from=1),
+    ]
+    visible = {"a", "b", "c", "d", "e"}
+    reached, adj = reachable_subgraph(edges, visible, ["a"], 2)
+    assert [e.key for e in reached] == [("a", "relatedTo", "b"), ("b", "relatedTo", "c")]
+    assert adj == {
+        "a": [("b", "relatedTo", "out")],
+        "b": [("a", "relatedTo", "in"), ("c", "relatedTo", "out")],
+        "c": [("b", "relatedTo", "in")],
+    }
+    # Walking backwards only in the first hop: c is reached from b, but not b's way back.
+    _, forward = reachable_subgraph(edges, visible, ["b"], 2, backward_hops=0)
+    assert forward == {"b": [("c", "relatedTo", "out")], "c": [("b", "relatedTo", "in")]}
 
 
 def _top_public_hit(folder: Path, query: list[float]) -> str:

@@ -20,10 +20,37 @@ import chromadb
 import pytest
 
 import uda
+from connectors.system_of_record import LazyJSON, StoredState, state_from_row
 from ontology import Document, Person, Relation, Repository
 from uda.embedder import SentenceTransformerEmbedder
 
 N_DOCS = 120
+
+
+def test_a_state_read_from_a_row_is_the_constructors_state() -> None:
+    """`state_from_row` bypasses the dataclass __init__ for speed; it must build the same."""
+    row = ("d1", 2, 77, 90, "Document", "Doc", 1, "project:x", 5, 0, "h", '{"a": 1}', "{}", 2, None)
+    built = StoredState(
+        element_id="d1",
+        version=2,
+        hlc=77,
+        valid_to=90,
+        element_type="Document",
+        name="Doc",
+        sensitivity_rank=1,
+        scope="project:x",
+        timestamp_ms=5,
+        tombstone=False,
+        content_hash="h",
+        payload=LazyJSON('{"a": 1}'),
+        filter_values=LazyJSON("{}"),
+        latest_sensitivity_rank=2,
+        latest_scope=None,
+    )
+    read = state_from_row(row)
+    assert read == built  # field by field; the JSON columns compare as mappings
+    assert vars(read).keys() == vars(built).keys()
+    assert read.tombstone is False
 
 
 def corpus() -> tuple[list[object], list[Relation]]:

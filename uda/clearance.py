@@ -60,8 +60,16 @@ class Clearance:
 
     def allows(self, sensitivity: Sensitivity | str, scope: str | None) -> bool:
         """Whether an element with this sensitivity and scope is visible."""
-        rank = Sensitivity(sensitivity).rank
-        if rank > self.level.rank:
+        return self.allows_rank(Sensitivity(sensitivity).rank, scope)
+
+    def allows_rank(self, rank: int, scope: str | None) -> bool:
+        """`allows` for a sensitivity given by its rank, as the stores keep it.
+
+        Phase 3 checks every fetched state (hundreds per search); going through the enum
+        for each was a measurable part of it. A rank outside the scale (a damaged row) is
+        hidden, as the enum lookup refused it.
+        """
+        if not 0 <= rank <= self.level.rank:
             return False
         return scope is None or self.all_projects or scope in self.projects
 

@@ -29,12 +29,6 @@ class ContextHop:
     via: str
 
 
-def visible_edges(edges: Iterable[GraphEdge], visible: set[str]) -> list[GraphEdge]:
-    """Edges whose both ends are visible, in a deterministic order."""
-    kept = {e.key: e for e in edges if e.source_id in visible and e.target_id in visible}
-    return [kept[key] for key in sorted(kept)]
-
-
 def within_reach(
     edges: Sequence[GraphEdge],
     seeds: Iterable[str],
@@ -47,11 +41,28 @@ def within_reach(
     hidden element got in, whatever was reached only through it must not count. Edges are
     walked backwards only in the first `backward_hops` hops (None: every hop).
     """
-    adj = adjacency(edges)
+    every = {e.source_id for e in edges} | {e.target_id for e in edges}
+    return reachable_subgraph(edges, every, seeds, depth, backward_hops)[0]
+
+
+def reachable_subgraph(
+    edges: Iterable[GraphEdge],
+    visible: set[str],
+    seeds: Iterable[str],
+    depth: int,
+    backward_hops: int | None = None,
+) -> tuple[list[GraphEdge], dict[str, list[tuple[str, str, str]]]]:
+    """The edges between visible nodes within reach of `seeds`, sorted, with their adjacency.
+
+    An edge counts only when both its ends are visible. One pass for what a search needs of
+    the expanded graph: the adjacency is built once and cut down to the edges reached,
+    instead of built, walked and rebuilt.
+    """
+    kept = {e.key: e for e in edges if e.source_id in visible and e.target_id in visible}
+    adj = adjacency(kept.values())
     frontier = list(dict.fromkeys(seeds))
     seen = set(frontier)
-    kept: dict[tuple[str, str, str], GraphEdge] = {}
-    by_key = {e.key: e for e in edges}
+    reached: set[tuple[str, str, str]] = set()
     for level in range(depth):
         following: list[str] = []
         back = walks_back(level, backward_hops)
@@ -59,17 +70,27 @@ def within_reach(
             for neighbour, relation, direction in adj.get(node, ()):
                 if direction == "in" and not back:
                     continue
-                key = (
-                    (node, relation, neighbour)
-                    if direction == "out"
-                    else (neighbour, relation, node)
-                )
-                kept[key] = by_key[key]
+                if direction == "out":
+                    reached.add((node, relation, neighbour))
+                else:
+                    reached.add((neighbour, relation, node))
                 if neighbour not in seen:
                     seen.add(neighbour)
                     following.append(neighbour)
         frontier = following
-    return [kept[key] for key in sorted(kept)]
+    if len(reached) < len(kept):
+        adj = {
+            node: kept_links
+            for node, links in adj.items()
+            if (kept_links := [link for link in links if _key(node, link) in reached])
+        }
+    return [kept[key] for key in sorted(reached)], adj
+
+
+def _key(node: str, link: tuple[str, str, str]) -> tuple[str, str, str]:
+    """The edge key of an adjacency entry of `node`."""
+    neighbour, relation, direction = link
+    return (node, relation, neighbour) if direction == "out" else (neighbour, relation, node)
 
 
 def adjacency(edges: Iterable[GraphEdge]) -> dict[str, list[tuple[str, str, str]]]:

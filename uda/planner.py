@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
 from connectors.records import ChunkHit, GraphEdge
 from connectors.system_of_record import StoredState
-from ontology import Sensitivity, element_class
+from ontology import element_class
 from uda.config import SearchDefaults
 from uda.contracts import SearchRequest
 from uda.embedder import Embedder
@@ -32,18 +32,15 @@ from uda.fusion import (
 )
 from uda.graph_context import (
     ContextHop,
-    adjacency,
     context_hops,
     degree_centrality,
     pagerank_centrality,
-    visible_edges,
-    within_reach,
+    reachable_subgraph,
 )
 from uda.plan import Plan, make_plan
 from uda.results import RankedResult, SearchResponse
 
 T = TypeVar("T")
-_LEVELS = list(Sensitivity)
 
 
 @dataclass(kw_only=True)
@@ -181,10 +178,9 @@ class Planner:
             raise
         visible = {eid for eid, state in states.items() if _visible(plan, state)}
         seeds = [eid for eid in candidate_ids if eid in visible]
-        seen_edges = within_reach(
-            visible_edges(edges, visible), seeds, plan.expand_depth, plan.backward_hops
+        seen_edges, adj = reachable_subgraph(
+            edges, visible, seeds, plan.expand_depth, plan.backward_hops
         )
-        adj = adjacency(seen_edges)
 
         semantic_raw = _leg_scores(phase1.semantic, states, visible)
         lexical_raw = _leg_scores(phase1.lexical, states, visible)
@@ -319,8 +315,8 @@ def _visible(plan: Plan, state: StoredState) -> bool:
     if state.tombstone:
         return False
     clearance = plan.clearance
-    return clearance.allows(_LEVELS[state.sensitivity_rank], state.scope) and clearance.allows(
-        _LEVELS[state.latest_sensitivity_rank], state.latest_scope
+    return clearance.allows_rank(state.sensitivity_rank, state.scope) and clearance.allows_rank(
+        state.latest_sensitivity_rank, state.latest_scope
     )
 
 

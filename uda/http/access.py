@@ -24,7 +24,7 @@ from connectors.system_of_record import StoredState
 from ontology import Element, Relation, Sensitivity
 from uda.clearance import Clearance
 from uda.errors import ConfigError, MissingElementError
-from uda.graph_context import adjacency, context_hops, visible_edges, within_reach
+from uda.graph_context import context_hops, reachable_subgraph
 from uda.http.auth import Principal
 from uda.http.errors import ElementNotFoundError, PermissionDeniedError
 from uda.results import RankedResult, ranked_batch
@@ -85,10 +85,8 @@ async def lookup(
     states = dict(await sor.fetch(sorted(nodes), None)) if nodes else {}
     states[element_id] = state
     visible = {eid for eid, s in states.items() if state_visible(clearance, s)}
-    adj = adjacency(
-        within_reach(
-            visible_edges(edges.values(), visible), [element_id], expand_depth, CONTEXT_BACKWARD
-        )
+    _, adj = reachable_subgraph(
+        edges.values(), visible, [element_id], expand_depth, CONTEXT_BACKWARD
     )
     hops = context_hops(element_id, adj, expand_depth, max_context_nodes, CONTEXT_BACKWARD)
     ranked = RankedResult(
