@@ -24,6 +24,11 @@ class LazyJSON(Mapping[str, Any]):
         self._text = text
         self._parsed: dict[str, Any] | None = None
 
+    @property
+    def text(self) -> str:
+        """The JSON text as stored (identical text, identical object)."""
+        return self._text
+
     def _value(self) -> dict[str, Any]:
         parsed = self._parsed
         if parsed is None:

@@ -8,7 +8,9 @@ rebuilt from an Arrow table that crossed a wire (`ArrowResponse`) behave the sam
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from connectors.system_of_record import StoredState
+from connectors.system_of_record import LazyJSON, StoredState
 from ontology import Element, Sensitivity, element_class, result_schema
 from ontology.arrow import BASE_FIELDS, property_names
 from ontology.elements import ContextLink
@@ -81,8 +83,48 @@ def _split_fields(state: StoredState) -> Fields:
     return properties, extras
 
 
+class _FieldsCache:
+    """`_split_fields` of recent payloads, by element type and exact stored JSON text.
+
+    Fields are a pure function of the payload, so identical text gives identical fields,
+    whichever store, caller or version it came from: nothing can be served stale or to the
+    wrong caller (visibility is decided before a state is hydrated). The same repositories,
+    decisions and authors are context nodes of search after search; validating their
+    payloads again each time was the largest part of building results. Entries are kept as
+    tuples so that no response can change what the next one gets.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[tuple[str, str], tuple[FrozenFields, FrozenFields]]
+        self._entries = OrderedDict()
+        self._lock = threading.Lock()  # responses are built on several threads (HTTP)
+
+    def fields(self, state: StoredState) -> Fields:
+        payload = state.payload
+        if not isinstance(payload, LazyJSON):
+            return _split_fields(state)
+        key = (state.element_type, payload.text)
+        with self._lock:
+            frozen = self._entries.get(key)
+            if frozen is not None:
+                self._entries.move_to_end(key)
+        if frozen is None:
+            properties, extras = _split_fields(state)
+            frozen = (tuple(properties.items()), tuple(extras.items()))
+            with self._lock:
+                self._entries[key] = frozen
+                if len(self._entries) > self._size:
+                    self._entries.popitem(last=False)
+        return dict(frozen[0]), dict(frozen[1])
+
+
+FrozenFields = tuple[tuple[str, Any], ...]
+_FIELDS = _FieldsCache(size=4096)
+
+
 def _fields_once(state: StoredState, seen: dict[tuple[str, int], Fields]) -> Fields:
-    """`_split_fields`, once per element state of a response.
+    """The fields of a state, once per element state of a response.
 
     At depth 2 the same repository, decision or author is a context node of many results
     (about 25 context nodes per result, a few dozen distinct, in the synthetic benchmark);
@@ -91,7 +133,7 @@ def _fields_once(state: StoredState, seen: dict[tuple[str, int], Fields]) -> Fie
     key = (state.element_id, state.version)
     fields = seen.get(key)
     if fields is None:
-        fields = seen[key] = _split_fields(state)
+        fields = seen[key] = _FIELDS.fields(state)
     return fields
 
 
