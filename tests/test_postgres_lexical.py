@@ -18,6 +18,7 @@ from connectors.bm25 import bm25_top
 from connectors.postgres import PostgresConnector
 from connectors.records import OPEN, ChunkRecord, SearchFilter
 from connectors.sqlite import SQLiteConnector
+from uda.services.postgres import shared_buffers_mb
 
 __all__ = ["pg", "server"]  # fixtures
 
@@ -206,3 +207,16 @@ async def test_a_store_indexed_by_another_analyzer_is_reindexed_on_connect(
 
 
 # -- hostile input -------------------------------------------------------------------------
+
+
+def test_the_managed_server_keeps_a_page_cache_sized_for_the_machine(
+    server: tuple[object, str],
+) -> None:
+    """The default 128 MB is smaller than a 100k-chunk corpus's postings and vector index."""
+    rows = run_sql(
+        server[1],
+        "public",
+        "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'",
+    )
+    assert rows[0][0] == shared_buffers_mb()
+    assert 128 <= shared_buffers_mb() <= 2048

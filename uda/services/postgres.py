@@ -57,6 +57,21 @@ password_encryption = 'scram-sha-256'
 """
 
 
+def shared_buffers_mb() -> int:
+    """PostgreSQL's page cache for this machine: an eighth of memory, 128 MB to 2 GB.
+
+    The default (128 MB) is smaller than a 100k-chunk corpus's term postings and vector
+    index: every search then copied pages in from the OS cache, and the lexical statement
+    took twice as long as with its pages resident (benchmarks/README.md, scale). Set at each
+    start, so that servers created by earlier releases get it too.
+    """
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 128
+    return max(128, min(2048, memory // 8 // (1 << 20)))
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Account:
     """The unprivileged account that runs PostgreSQL's binaries when UDA runs as root."""
@@ -285,7 +300,7 @@ class PostgresService(ManagedService):
             [
                 str(bin_dir / "pg_ctl"),
                 *("-D", str(data), "-l", str(data / "server.log"), "-w", "-t", str(_TIMEOUT_S)),
-                *("-o", f"-p {int(port)}", "start"),
+                *("-o", f"-p {int(port)} -c shared_buffers={shared_buffers_mb()}MB", "start"),
             ],
             what="pg_ctl start",
             data=data,
