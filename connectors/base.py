@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 from connectors.records import ChunkHit, ChunkRecord, GraphEdge, GraphNode, SearchFilter, Subgraph
 from connectors.system_of_record import (
     OutboxItem,
+    StateClearance,
     StoredState,
     WriteBatch,
 )
@@ -177,6 +178,18 @@ class RelationalCapable(ABC):
         The returned state carries `latest_sensitivity_rank` and `latest_scope` of the newest
         state too, so that clearance can require both to be visible.
         """
+
+    async def fetch_clearances(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StateClearance]:
+        """`fetch`, but only what clearance needs of each state, in one query.
+
+        A search checks the clearance of every node its graph expansion reached and hydrates
+        a few; a store overrides this with a query that skips the payload (an index-only
+        lookup). This default derives it from `fetch`.
+        """
+        states = await self.fetch(element_ids, as_of)
+        return {eid: StateClearance.of(state) for eid, state in states.items()}
 
     @abstractmethod
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:

@@ -29,9 +29,11 @@ from connectors.postgres_vector import PostgresVectorLeg
 from connectors.records import ChunkRecord, GraphEdge
 from connectors.system_of_record import (
     OutboxItem,
+    StateClearance,
     StoredState,
     WriteBatch,
     chunk_id,
+    clearance_from_row,
     state_from_row,
 )
 from uda.errors import UserError
@@ -127,6 +129,16 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
     async def fetch(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         """Each id's state as of `as_of`, with the newest state's clearance, in one query."""
         return await self._states(element_ids, as_of)
+
+    async def fetch_clearances(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StateClearance]:
+        """Each id's clearance as of `as_of` and its newest, without the payload."""
+        ids = pv.storable(element_ids)
+        if not ids:
+            return {}
+        rows = await self._select(q.clearances_sql(as_of), {"ids": ids, "as_of": as_of})
+        return {row[0]: clearance_from_row(row) for row in rows}
 
     async def _states(
         self, element_ids: Sequence[str], as_of: int | None

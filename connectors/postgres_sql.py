@@ -34,7 +34,11 @@ CREATE TABLE IF NOT EXISTS states (
     filter_values jsonb NOT NULL,
     PRIMARY KEY (element_id, version)
 );
-CREATE INDEX IF NOT EXISTS states_current ON states (element_id) WHERE valid_to = {OPEN};
+-- Current-state lookups, covering what clearance reads: a search checks the clearance of
+-- every node its expansion reached without reading those rows (index-only once vacuumed).
+CREATE INDEX IF NOT EXISTS states_clearance ON states (element_id)
+    INCLUDE (version, sensitivity_rank, scope, tombstone) WHERE valid_to = {OPEN};
+DROP INDEX IF EXISTS states_current;
 CREATE TABLE IF NOT EXISTS chunks (
     chunk_id text PRIMARY KEY,
     element_id text NOT NULL,
@@ -153,6 +157,23 @@ def states_sql(as_of: int | None) -> str:
 SELECT s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name, s.sensitivity_rank,
        s.scope, s.timestamp_ms, s.tombstone, s.content_hash, s.payload::text,
        s.filter_values::text, {latest}
+FROM (SELECT DISTINCT id FROM unnest(%(ids)s::text[]) AS ids(id)) AS ids
+JOIN states s ON s.element_id = ids.id
+{join}
+WHERE {validity}
+"""  # noqa: S608 - fixed fragments only
+
+
+def clearances_sql(as_of: int | None) -> str:
+    """`states_sql` for the `StateClearance` columns only (no payload)."""
+    if as_of is None:
+        latest, join, validity = "s.sensitivity_rank, s.scope", "", f"s.valid_to = {OPEN}"
+    else:
+        latest = "l.sensitivity_rank, l.scope"
+        join = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
+        validity = "s.hlc <= %(as_of)s AND s.valid_to > %(as_of)s"
+    return f"""
+SELECT s.element_id, s.version, s.sensitivity_rank, s.scope, s.tombstone, {latest}
 FROM (SELECT DISTINCT id FROM unnest(%(ids)s::text[]) AS ids(id)) AS ids
 JOIN states s ON s.element_id = ids.id
 {join}

@@ -33,12 +33,15 @@ from connectors.sqlite_schema import (
     SCHEMA,
     TEXT_INDEX_DRIFT_SQL,
     VISIBLE_STATS_SQL,
+    clearances_sql,
 )
 from connectors.system_of_record import (
     OutboxItem,
+    StateClearance,
     StoredState,
     WriteBatch,
     chunk_id,
+    clearance_from_row,
     state_from_row,
 )
 from uda.errors import ConnectorError
@@ -174,6 +177,22 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
     async def fetch(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         """Each id's state as of `as_of`, with the newest state's clearance, in one query."""
         return await self._run(lambda: self._states(element_ids, as_of))
+
+    async def fetch_clearances(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StateClearance]:
+        """Each id's clearance as of `as_of` and its newest, from the covering index only."""
+        return await self._run(lambda: self._clearances(element_ids, as_of))
+
+    def _clearances(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StateClearance]:
+        if not element_ids:
+            return {}
+        rows = self._reader().execute(
+            clearances_sql(as_of), (json.dumps(list(element_ids)), OPEN if as_of is None else as_of)
+        )
+        return {row[0]: clearance_from_row(row) for row in rows}
 
     def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         if not element_ids:

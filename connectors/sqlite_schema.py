@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from connectors.records import OPEN
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS states (
     element_id TEXT NOT NULL,
@@ -19,7 +21,11 @@ CREATE TABLE IF NOT EXISTS states (
     filter_values TEXT NOT NULL,
     PRIMARY KEY (element_id, version)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS states_current ON states (element_id, valid_to);
+-- Current and as-of lookups, covering what clearance reads: a search checks the clearance of
+-- every node its expansion reached without reading those rows (payloads make them wide).
+CREATE INDEX IF NOT EXISTS states_clearance
+    ON states (element_id, valid_to, hlc, sensitivity_rank, scope, tombstone);
+DROP INDEX IF EXISTS states_current;
 CREATE TABLE IF NOT EXISTS chunks (
     chunk_id TEXT PRIMARY KEY,
     element_id TEXT NOT NULL,
@@ -140,3 +146,23 @@ SELECT (SELECT count(*) FROM text_chunks t
      + (SELECT count(*) FROM chunk_terms c
         WHERE NOT EXISTS (SELECT 1 FROM text_chunks t WHERE t.rowid = c.doc))
 """
+
+
+def clearances_sql(as_of: int | None) -> str:
+    """Each id's clearance (`StateClearance` columns) as of `?2`, or now when `as_of` is None.
+
+    Reads the `states_clearance` index only. A current state is the newest, so its clearance
+    is the newest clearance; an older one takes it from the current row.
+    """
+    if as_of is None:
+        latest, join, validity = "s.sensitivity_rank, s.scope", "", "s.valid_to = ?2"
+    else:
+        latest, validity = "l.sensitivity_rank, l.scope", "s.hlc <= ?2 AND s.valid_to > ?2"
+        join = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
+    return f"""
+WITH ids(id) AS (SELECT DISTINCT value FROM json_each(?1))
+SELECT s.element_id, s.version, s.sensitivity_rank, s.scope, s.tombstone, {latest}
+FROM ids JOIN states s ON s.element_id = ids.id
+{join}
+WHERE {validity}
+"""  # noqa: S608 - only fixed fragments are formatted in; values are parameters

@@ -108,6 +108,49 @@ def state_from_row(row: Sequence[Any]) -> StoredState:
 _new_state = object.__new__
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StateClearance:
+    """What clearance needs of a state, without its payload.
+
+    Phase 3 reads this for the nodes that can only be context (hundreds per search), and
+    whole states for the rest. The fields mean what `StoredState`'s of the same names mean.
+    """
+
+    element_id: str
+    version: int
+    sensitivity_rank: int
+    scope: str | None
+    tombstone: bool
+    latest_sensitivity_rank: int
+    latest_scope: str | None
+
+    @classmethod
+    def of(cls, state: StoredState) -> StateClearance:
+        """The clearance part of a whole state."""
+        return cls(
+            element_id=state.element_id,
+            version=state.version,
+            sensitivity_rank=state.sensitivity_rank,
+            scope=state.scope,
+            tombstone=state.tombstone,
+            latest_sensitivity_rank=state.latest_sensitivity_rank,
+            latest_scope=state.latest_scope,
+        )
+
+
+def clearance_from_row(row: Sequence[Any]) -> StateClearance:
+    """A clearance from a row of the stores' clearance queries, in the fields' order."""
+    return StateClearance(
+        element_id=row[0],
+        version=row[1],
+        sensitivity_rank=row[2],
+        scope=row[3],
+        tombstone=bool(row[4]),
+        latest_sensitivity_rank=row[5],
+        latest_scope=row[6],
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChunkRow:
     """A chunk of a new state, with its embedding.

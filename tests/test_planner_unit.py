@@ -7,7 +7,7 @@ planner's calls; every behaviour test elsewhere runs on the real backends.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,9 +16,11 @@ import pytest
 
 import uda
 from connectors.base import Connector, GraphCapable, TextCapable, VectorCapable
+from connectors.networkx_graph import NetworkXConnector
 from connectors.records import ChunkHit, ChunkRecord, GraphEdge, GraphNode, SearchFilter, Subgraph
 from connectors.sqlite import SQLiteConnector
-from ontology import Document, Relation, Repository
+from connectors.system_of_record import StateClearance, StoredState
+from ontology import Decision, Document, Person, Relation, Repository
 from uda.config import SearchDefaults
 from uda.contracts import SearchRequest
 from uda.hlc import HybridLogicalClock
@@ -297,3 +299,108 @@ async def test_graph_only_candidates_get_semantic_scores_in_one_call(tmp_path: P
     await planner.search(SearchRequest(query="what is alpha", pool_size=1, expand_depth=1))
     assert vector.score_calls == []  # no graph candidates, nothing to score
     await sor.close()
+
+
+class ReclassifyingStore(SQLiteConnector):
+    """The real SQLite store, recording its reads; it can run a write between a search's
+    clearance read and its read of whole context states, as a concurrent writer might."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.whole_reads: list[list[str]] = []
+        self.clearance_reads: list[list[str]] = []
+        self.between: Callable[[], Awaitable[None]] | None = None
+
+    async def fetch(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
+        self.whole_reads.append(list(element_ids))
+        return await super().fetch(element_ids, as_of)
+
+    async def fetch_clearances(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StateClearance]:
+        self.clearance_reads.append(list(element_ids))
+        found = await super().fetch_clearances(element_ids, as_of)
+        if self.between is not None:
+            await self.between()
+        return found
+
+
+async def _context_fixture(
+    tmp_path: Path,
+) -> tuple[Planner, Writer, ReclassifyingStore, NetworkXConnector]:
+    sor = ReclassifyingStore(tmp_path / "sor.sqlite3")
+    graph = NetworkXConnector(tmp_path / "graph")
+    vector = RecordingVectorDouble("vec")
+    everything: list[Connector] = [sor, vector, graph]
+    for connector in everything:
+        await connector.connect()
+    embedder = FixedEmbedder()
+    writer = Writer(
+        system_of_record=sor,
+        stores=derived_stores(everything),
+        embedder=embedder,
+        clock=HybridLogicalClock(),
+    )
+    planner = Planner(
+        connectors=everything, system_of_record=sor, embedder=embedder, defaults=SearchDefaults()
+    )
+    await writer.ingest(
+        [
+            Document(element_id="d", name="doc", text="alpha", sensitivity="public"),
+            Repository(element_id="r", name="repo", sensitivity="public"),
+            Person(element_id="p", name="author", sensitivity="public"),
+            Decision(
+                element_id="x",
+                name="decision",
+                text="use x",
+                status="accepted",
+                sensitivity="public",
+            ),
+        ],
+        [
+            Relation(source_id="d", relation="partOf", target_id="r"),
+            Relation(source_id="d", relation="authoredBy", target_id="p"),
+            Relation(source_id="r", relation="governedBy", target_id="x"),
+        ],
+    )
+    return planner, writer, sor, graph
+
+
+async def test_context_nodes_are_read_whole_only_when_shown(tmp_path: Path) -> None:
+    """Clearance for every reached node, whole states for the results' context in one more
+    read; candidates are read whole once."""
+    planner, _, sor, graph = await _context_fixture(tmp_path)
+    try:
+        request = SearchRequest(query="alpha", limit=1, expand_depth=2, element_types=["Document"])
+        [result] = (await planner.search(request)).results
+    finally:
+        await graph.close()
+        await sor.close()
+    assert [(n["element_id"], n["name"]) for n in result.context_nodes] == [
+        ("p", "author"),
+        ("r", "repo"),
+        ("x", "decision"),
+    ]
+    assert sor.whole_reads == [["d"], ["p", "r", "x"]]
+    assert sor.clearance_reads == [["p", "r", "x"]]
+
+
+async def test_a_context_node_hidden_between_the_reads_is_dropped_with_what_it_led_to(
+    tmp_path: Path,
+) -> None:
+    planner, writer, sor, graph = await _context_fixture(tmp_path)
+
+    async def reclassify() -> None:
+        sor.between = None
+        await writer.ingest([Repository(element_id="r", name="repo", sensitivity="restricted")])
+
+    sor.between = reclassify
+    try:
+        request = SearchRequest(query="alpha", limit=1, expand_depth=2, element_types=["Document"])
+        [result] = (await planner.search(request)).results
+    finally:
+        await graph.close()
+        await sor.close()
+    # The repository was visible when clearance was read and restricted when the context was
+    # hydrated: neither it nor the decision reached through it is shown.
+    assert [n["element_id"] for n in result.context_nodes] == ["p"]

@@ -11,16 +11,16 @@ import asyncio
 import time
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
 from connectors.records import ChunkHit, GraphEdge
-from connectors.system_of_record import StoredState
+from connectors.system_of_record import StateClearance, StoredState
 from ontology import element_class
 from uda.config import SearchDefaults
 from uda.contracts import SearchRequest
 from uda.embedder import Embedder
-from uda.errors import ConnectorError, MissingCapabilityError, PlanError, UDAError
+from uda.errors import MissingCapabilityError, PlanError, UDAError
 from uda.fusion import (
     SECONDS_PER_DAY,
     Leg,
@@ -171,12 +171,16 @@ class Planner:
         edges: Sequence[GraphEdge],
         graph_nodes: set[str],
     ) -> SearchResponse:
-        wanted = sorted(set(candidate_ids) | graph_nodes)
-        try:
-            states = await self._sor.fetch(wanted, plan.as_of)
-        except ConnectorError:
-            raise
+        # Whole states for what can be ranked; clearance only for nodes that can only be
+        # context: most of those are never shown, and their payloads made most of the read.
+        whole: set[str] = set(candidate_ids)
+        if plan.graph_candidates:
+            whole |= graph_nodes
+        states, clearances = await self._read_states(
+            plan, sorted(whole), sorted(graph_nodes - whole)
+        )
         visible = {eid for eid, state in states.items() if _visible(plan, state)}
+        visible |= {eid for eid, clearance in clearances.items() if _visible(plan, clearance)}
         seeds = [eid for eid in candidate_ids if eid in visible]
         seen_edges, adj = reachable_subgraph(
             edges, visible, seeds, plan.expand_depth, plan.backward_hops
@@ -224,11 +228,16 @@ class Planner:
         scores = {eid: sum(contributions.get(eid, {}).values()) for eid in candidates}
         ordered = sorted(candidates, key=lambda eid: (-scores[eid], eid))[: plan.request.limit]
 
-        results: list[RankedResult] = []
-        for eid in ordered:
-            hops = context_hops(
+        hops_of = {
+            eid: context_hops(
                 eid, adj, plan.expand_depth, plan.max_context_nodes, plan.backward_hops
             )
+            for eid in ordered
+        }
+        shown = await self._context_states(plan, hops_of, states)
+        results: list[RankedResult] = []
+        for eid in ordered:
+            hops = _hops_still_visible(hops_of[eid], shown)
             snippet = (semantic_raw.get(eid) or lexical_raw.get(eid) or (0.0, ""))[1]
             results.append(
                 RankedResult(
@@ -243,10 +252,44 @@ class Planner:
                     centrality=centrality.get(eid, 0.0),
                     ranks={leg: r[eid] for leg, r in ranks.items() if eid in r},
                     contributions=contributions.get(eid, {}),
-                    context=[(hop, states[hop.element_id]) for hop in hops],
+                    context=[(hop, shown[hop.element_id]) for hop in hops],
                 )
             )
         return SearchResponse(plan=plan, ranked=results)
+
+    async def _read_states(
+        self, plan: Plan, whole_ids: Sequence[str], clearance_ids: Sequence[str]
+    ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
+        """Whole states of `whole_ids` and clearances of `clearance_ids`, read concurrently."""
+        whole = asyncio.ensure_future(self._sor.fetch(whole_ids, plan.as_of))
+        cleared = asyncio.ensure_future(self._sor.fetch_clearances(clearance_ids, plan.as_of))
+        try:
+            await asyncio.gather(whole, cleared)
+        except BaseException:
+            for task in (whole, cleared):
+                task.cancel()
+            await asyncio.gather(whole, cleared, return_exceptions=True)
+            raise
+        return whole.result(), cleared.result()
+
+    async def _context_states(
+        self,
+        plan: Plan,
+        hops_of: Mapping[str, Sequence[ContextHop]],
+        states: Mapping[str, StoredState],
+    ) -> dict[str, StoredState]:
+        """Whole states of the results' context nodes.
+
+        Those read already are reused; the rest come in one more read, kept only if still
+        visible (they may have changed since their clearance was read).
+        """
+        needed = {hop.element_id for hops in hops_of.values() for hop in hops}
+        missing = sorted(needed - states.keys())
+        shown = {eid: states[eid] for eid in needed if eid in states}
+        if missing:
+            fetched = await self._sor.fetch(missing, plan.as_of)
+            shown.update({eid: s for eid, s in fetched.items() if _visible(plan, s)})
+        return shown
 
     async def _graph_semantic(
         self,
@@ -307,7 +350,39 @@ def _leg_scores(
     return out
 
 
-def _visible(plan: Plan, state: StoredState) -> bool:
+def _hops_still_visible(
+    hops: Sequence[ContextHop], shown: Mapping[str, StoredState]
+) -> list[ContextHop]:
+    """The hops whose node is shown, without those reached through a node that is not.
+
+    Hops come breadth first, so a node's `via` is decided before the node.
+    """
+    kept: list[ContextHop] = []
+    gone: set[str] = set()
+    for hop in hops:
+        if hop.element_id not in shown or hop.via in gone:
+            gone.add(hop.element_id)
+        else:
+            kept.append(hop)
+    return kept
+
+
+class _Cleared(Protocol):
+    """What `_visible` reads: a whole state or just its clearance."""
+
+    @property
+    def tombstone(self) -> bool: ...
+    @property
+    def sensitivity_rank(self) -> int: ...
+    @property
+    def scope(self) -> str | None: ...
+    @property
+    def latest_sensitivity_rank(self) -> int: ...
+    @property
+    def latest_scope(self) -> str | None: ...
+
+
+def _visible(plan: Plan, state: _Cleared) -> bool:
     """Authoritative clearance: the state read *and* the newest state must both be visible.
 
     Requiring both means that reclassifying an element upwards also hides its history.

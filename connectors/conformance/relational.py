@@ -13,7 +13,7 @@ from connectors.base import Connector, RelationalCapable
 from connectors.conformance.data import HOSTILE_IDS, edge, rows, state
 from connectors.conformance.fixtures import ConformanceBase, Harness, claim
 from connectors.records import OPEN, ChunkRecord, GraphEdge
-from connectors.system_of_record import OutboxItem, WriteBatch, chunk_id
+from connectors.system_of_record import OutboxItem, StateClearance, WriteBatch, chunk_id
 from uda.errors import ConnectorError
 
 STORES = ("vector:v", "graph:g")
@@ -98,6 +98,35 @@ class RelationalConformance(ConformanceBase):
         assert (second.sensitivity_rank, second.scope) == (2, "project:a")
         assert await relational.expected_chunks() == {"e@1#0": 200, "e@2#0": OPEN}
         assert await relational.latest_versions() == {"e": 2}
+
+    async def test_relational_clearances_are_those_of_fetch(
+        self, relational: RelationalCapable, harness: Harness
+    ) -> None:
+        """`fetch_clearances` gives `fetch`'s clearance fields, now and as of any time.
+
+        Covers a reclassified element (the newest clearance rides on an old state), a
+        tombstone, a scoped element, hostile and unknown ids, and an empty request.
+        """
+        d = harness.dimension
+        states = [
+            state("e", 1, 100),
+            state("t", 1, 100, scope="project:a"),
+            *(state(i, 1, 100, sensitivity_rank=1) for i in HOSTILE_IDS),
+        ]
+        await relational.commit(WriteBatch(states=states, chunks=rows("e", 1, ["one"], d), hlc=100))
+        reclassified = state("e", 2, 200, sensitivity_rank=3, scope="project:b")
+        tomb = state("t", 2, 250, tombstone=True)
+        await relational.commit(
+            WriteBatch(states=[reclassified, tomb], retire=[("e", 1, 200), ("t", 1, 250)], hlc=250)
+        )
+        ids = ["e", "t", *HOSTILE_IDS, "missing"]
+        for as_of in (None, 99, 100, 150, 200, 249, 250, 10_000):
+            whole = await relational.fetch(ids, as_of)
+            expected = {eid: StateClearance.of(s) for eid, s in whole.items()}
+            assert await relational.fetch_clearances(ids, as_of) == expected, f"as_of={as_of}"
+        assert (await relational.fetch_clearances(["e"], 150))["e"].latest_sensitivity_rank == 3
+        assert (await relational.fetch_clearances(["t"], None))["t"].tombstone is True
+        assert await relational.fetch_clearances([], None) == {}
 
     async def test_relational_tombstones(self, relational: RelationalCapable) -> None:
         """A tombstone is the newest state: listed, fetched, but no longer a live element."""
