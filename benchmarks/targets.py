@@ -277,7 +277,16 @@ def _reproduction(
     )
     for system, method, expected in REPRODUCE:
         found = _find(rows, suite="scifact", system=system, method=method)
-        figure = found[0]["metrics"]["ndcg@10"] if found else None
+        metrics = found[0]["metrics"] if found else {}
+        # txtai's IVF index varies with indexing order: its mean over orders is the figure.
+        figure = metrics.get("ndcg@10_orders_mean", metrics.get("ndcg@10"))
+        spread = (
+            f"; mean of {found[0]['params'].get('index_orders')} indexing orders, sd "
+            f"{metrics['ndcg@10_orders_sd']:.4f}, range {metrics['ndcg@10_orders_min']:.4f} to "
+            f"{metrics['ndcg@10_orders_max']:.4f}; the corpus's own order {metrics['ndcg@10']:.4f}"
+            if "ndcg@10_orders_mean" in metrics
+            else ""
+        )
         measurable = figure is not None and full_set
         out.append(
             Target(
@@ -288,7 +297,7 @@ def _reproduction(
                 met=abs(figure - expected) <= REPRODUCE_TOLERANCE
                 if measurable and figure is not None
                 else None,
-                detail="full test set"
+                detail="full test set" + spread
                 if measurable
                 else f"needs the full SciFact test set ({preset} ran a subset)"
                 if figure is not None

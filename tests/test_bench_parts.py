@@ -237,6 +237,46 @@ def test_multihop_target_is_the_best_variant_and_shows_it_elsewhere() -> None:
     assert target.detail.endswith("the best variant on the other sets: migres_2wiki +9.0")
 
 
+def test_txtai_reproduction_is_judged_on_the_mean_over_indexing_orders() -> None:
+    """One IVF build is one draw; the mean over orders is the figure, the spread the detail."""
+
+    def row(system: str, method: str, metrics: dict[str, float]) -> dict[str, object]:
+        return {
+            "suite": "scifact",
+            "dataset": "scifact",
+            "system": system,
+            "method": method,
+            "profile": None,
+            "metrics": metrics,
+            "params": {"index_orders": 8} if system == "txtai" else {},
+        }
+
+    spread = {"ndcg@10_orders_sd": 0.0085, "ndcg@10_orders_min": 0.566}
+    rows = [
+        row(
+            "txtai",
+            "dense",
+            {"ndcg@10": 0.574, "ndcg@10_orders_mean": 0.580, **spread, "ndcg@10_orders_max": 0.592},
+        ),
+        row(
+            "txtai",
+            "hybrid",
+            {"ndcg@10": 0.660, "ndcg@10_orders_mean": 0.670, **spread, "ndcg@10_orders_max": 0.68},
+        ),
+        row("floor", "dense", {"ndcg@10": 0.645}),
+    ]
+    suites = {"scifact": {"rows": rows, "notes": ["scifact: 5183 passages, 300 queries"]}}
+    targets = {t.id: t for t in evaluate_targets(suites, "full")}
+    dense = targets["reproduce_scifact_txtai_dense"]
+    assert dense.figure == pytest.approx(0.580)
+    assert dense.met is True  # 0.580 is within 0.01 of 0.587; the single build 0.574 was not
+    assert "mean of 8 indexing orders" in dense.detail
+    assert "the corpus's own order 0.5740" in dense.detail
+    assert targets["reproduce_scifact_txtai_hybrid"].met is False  # 0.670 vs 0.650
+    assert targets["reproduce_scifact_floor_dense"].figure == pytest.approx(0.645)
+    assert targets["reproduce_scifact_txtai_bm25"].met is None  # not run, never guessed
+
+
 def test_floor_bm25_equals_uda_bm25_arithmetic() -> None:
     from connectors.analyzer import query_terms, term_frequencies
     from connectors.bm25 import bm25_top

@@ -73,6 +73,24 @@ class TxtaiPeer:
         settings = build.get("settings", {}) if isinstance(build, dict) else {}
         return settings.get("components")
 
+    def stored_vectors(self) -> np.ndarray:
+        """The passage vectors txtai indexed, in indexing order, read back from its Faiss index.
+
+        Lets other builds over the same vectors skip re-encoding the corpus (minutes on CPU).
+        """
+        import faiss
+
+        index = self.embeddings.ann.backend
+        if "IVF" in (self.ann_components or ""):
+            ivf = faiss.extract_index_ivf(index)
+            ivf.make_direct_map()
+            return np.asarray(ivf.reconstruct_n(0, index.ntotal))
+        return np.asarray(faiss.downcast_index(index).index.reconstruct_n(0, index.ntotal))
+
+    def query_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """txtai's own vectors of these texts."""
+        return np.asarray(self.embeddings.batchtransform(list(texts)))
+
     def search(self, query: str, limit: int, weights: float | None = None) -> list[str]:
         """Ids of the top `limit` rows; weights: 1.0 dense only, 0.0 BM25 only, None default."""
         results = self.embeddings.search(query, limit, weights=weights)

@@ -12,6 +12,7 @@ from benchmarks.suites.quality import (
     FUSED,
     LEXICAL,
     SEMANTIC,
+    TXTAI_INDEX_ORDERS,
     run_floor,
     run_txtai,
     run_uda,
@@ -39,7 +40,9 @@ def run(ctx: Context, result: SuiteResult) -> None:
         ctx, result, data, score, (LEXICAL, SEMANTIC, FUSED, FULL), dataset=DATASET, limit=limit
     )
     run_floor(ctx, result, data, score, dataset=DATASET, limit=limit)
-    run_txtai(ctx, result, data, score, dataset=DATASET, limit=limit)
+    run_txtai(
+        ctx, result, data, score, dataset=DATASET, limit=limit, index_orders=TXTAI_INDEX_ORDERS
+    )
     for profile in ctx.quality_profiles():
         legs = {m: uda[(profile, m)]["ndcg@10"] for m in ("bm25", "dense", "dense+lexical")}
         best = max(legs, key=lambda m: legs[m])
