@@ -141,11 +141,31 @@ ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value, excluded.value)
 """
 
 
+_STATE_COLUMNS = (
+    "s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name, s.sensitivity_rank, "
+    "s.scope, s.timestamp_ms, s.tombstone, s.content_hash, s.payload::text, s.filter_values::text"
+)
+_CLEARANCE_COLUMNS = "s.element_id, s.version, s.sensitivity_rank, s.scope, s.tombstone"
+
+
 def states_sql(as_of: int | None) -> str:
     """Each id's state as of `%(as_of)s` (or the current one), with its newest state's clearance.
 
     Payload and filter values come as JSON text, for `LazyJSON`: a search fetches hundreds of
-    states and hydrates a few. A current state is the newest, so it needs no second row.
+    states and hydrates a few.
+    """
+    return _state_rows_sql(_STATE_COLUMNS, as_of)
+
+
+def clearances_sql(as_of: int | None) -> str:
+    """`states_sql` for the `StateClearance` columns only (no payload)."""
+    return _state_rows_sql(_CLEARANCE_COLUMNS, as_of)
+
+
+def _state_rows_sql(columns: str, as_of: int | None) -> str:
+    """`columns` of each id's state as of `%(as_of)s`, then its newest sensitivity and scope.
+
+    A current state is the newest, so it needs no second row.
     """
     if as_of is None:
         latest, join, validity = "s.sensitivity_rank, s.scope", "", f"s.valid_to = {OPEN}"
@@ -154,26 +174,7 @@ def states_sql(as_of: int | None) -> str:
         join = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
         validity = "s.hlc <= %(as_of)s AND s.valid_to > %(as_of)s"
     return f"""
-SELECT s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name, s.sensitivity_rank,
-       s.scope, s.timestamp_ms, s.tombstone, s.content_hash, s.payload::text,
-       s.filter_values::text, {latest}
-FROM (SELECT DISTINCT id FROM unnest(%(ids)s::text[]) AS ids(id)) AS ids
-JOIN states s ON s.element_id = ids.id
-{join}
-WHERE {validity}
-"""  # noqa: S608 - fixed fragments only
-
-
-def clearances_sql(as_of: int | None) -> str:
-    """`states_sql` for the `StateClearance` columns only (no payload)."""
-    if as_of is None:
-        latest, join, validity = "s.sensitivity_rank, s.scope", "", f"s.valid_to = {OPEN}"
-    else:
-        latest = "l.sensitivity_rank, l.scope"
-        join = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
-        validity = "s.hlc <= %(as_of)s AND s.valid_to > %(as_of)s"
-    return f"""
-SELECT s.element_id, s.version, s.sensitivity_rank, s.scope, s.tombstone, {latest}
+SELECT {columns}, {latest}
 FROM (SELECT DISTINCT id FROM unnest(%(ids)s::text[]) AS ids(id)) AS ids
 JOIN states s ON s.element_id = ids.id
 {join}

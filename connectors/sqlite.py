@@ -25,15 +25,17 @@ from connectors.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFil
 from connectors.sql_filters import compile_filter
 from connectors.sqlite_connections import SQLiteConnections
 from connectors.sqlite_schema import (
+    CLEARANCE_COLUMNS,
     EXPECTED_CHUNKS_SQL,
     EXPECTED_EDGES_SQL,
     LATEST_VERSIONS_SQL,
     LIVE_EDGES_SQL,
     PENDING_COUNTS_SQL,
     SCHEMA,
+    STATE_COLUMNS,
     TEXT_INDEX_DRIFT_SQL,
     VISIBLE_STATS_SQL,
-    clearances_sql,
+    state_rows_sql,
 )
 from connectors.system_of_record import (
     OutboxItem,
@@ -187,39 +189,26 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
     def _clearances(
         self, element_ids: Sequence[str], as_of: int | None
     ) -> dict[str, StateClearance]:
-        if not element_ids:
-            return {}
-        rows = self._reader().execute(
-            clearances_sql(as_of), (json.dumps(list(element_ids)), OPEN if as_of is None else as_of)
-        )
+        rows = self._state_rows(CLEARANCE_COLUMNS, element_ids, as_of)
         return {row[0]: clearance_from_row(row) for row in rows}
 
     def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
+        rows = self._state_rows(STATE_COLUMNS, element_ids, as_of)
+        return {row[0]: state_from_row(row) for row in rows}
+
+    def _state_rows(
+        self, columns: str, element_ids: Sequence[str], as_of: int | None
+    ) -> list[tuple[Any, ...]]:
         if not element_ids:
-            return {}
-        if as_of is None:
-            # The current state is the newest: its clearance is the latest clearance.
-            latest, join_latest, validity = "s", "", "s.valid_to = ?2"
-        else:
-            latest, validity = "l", "s.hlc <= ?2 AND s.valid_to > ?2"
-            join_latest = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
-        sql = f"""
-            WITH ids(id) AS (SELECT DISTINCT value FROM json_each(?1))
-            SELECT s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name,
-                   s.sensitivity_rank, s.scope, s.timestamp_ms, s.tombstone, s.content_hash,
-                   s.payload, s.filter_values, {latest}.sensitivity_rank, {latest}.scope
-            FROM ids
-            JOIN states s ON s.element_id = ids.id
-            {join_latest}
-            WHERE {validity}
-        """  # noqa: S608 - only fixed fragments are formatted in; values are parameters
-        rows = self._reader().execute(
-            sql, (json.dumps(list(element_ids)), OPEN if as_of is None else as_of)
+            return []
+        return (
+            self._reader()
+            .execute(
+                state_rows_sql(columns, as_of),
+                (json.dumps(list(element_ids)), OPEN if as_of is None else as_of),
+            )
+            .fetchall()
         )
-        out: dict[str, StoredState] = {}
-        for row in rows:
-            out[row[0]] = state_from_row(row)
-        return out
 
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
         """Current edges touching any of the ids."""

@@ -148,11 +148,19 @@ SELECT (SELECT count(*) FROM text_chunks t
 """
 
 
-def clearances_sql(as_of: int | None) -> str:
-    """Each id's clearance (`StateClearance` columns) as of `?2`, or now when `as_of` is None.
+STATE_COLUMNS = (
+    "s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name, s.sensitivity_rank, "
+    "s.scope, s.timestamp_ms, s.tombstone, s.content_hash, s.payload, s.filter_values"
+)
+CLEARANCE_COLUMNS = "s.element_id, s.version, s.sensitivity_rank, s.scope, s.tombstone"
 
-    Reads the `states_clearance` index only. A current state is the newest, so its clearance
-    is the newest clearance; an older one takes it from the current row.
+
+def state_rows_sql(columns: str, as_of: int | None) -> str:
+    """`columns` of each id's state as of `?2` (now: `as_of` None), then its newest clearance.
+
+    Ids come as JSON in `?1`. With `CLEARANCE_COLUMNS` it reads the `states_clearance` index
+    only. A current state is the newest, so its clearance is the newest clearance; an older
+    one takes it from the current row.
     """
     if as_of is None:
         latest, join, validity = "s.sensitivity_rank, s.scope", "", "s.valid_to = ?2"
@@ -161,7 +169,7 @@ def clearances_sql(as_of: int | None) -> str:
         join = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
     return f"""
 WITH ids(id) AS (SELECT DISTINCT value FROM json_each(?1))
-SELECT s.element_id, s.version, s.sensitivity_rank, s.scope, s.tombstone, {latest}
+SELECT {columns}, {latest}
 FROM ids JOIN states s ON s.element_id = ids.id
 {join}
 WHERE {validity}

@@ -162,9 +162,9 @@ class RecordingGraphDouble(Connector, GraphCapable):
 
 
 async def _setup(
-    tmp_path: Path, connectors: list[Connector]
+    tmp_path: Path, connectors: list[Connector], sor: SQLiteConnector | None = None
 ) -> tuple[Planner, Writer, SQLiteConnector]:
-    sor = SQLiteConnector(tmp_path / "sor.sqlite3")
+    sor = sor or SQLiteConnector(tmp_path / "sor.sqlite3")
     await sor.connect()
     everything: list[Connector] = [sor, *connectors]
     embedder = FixedEmbedder()
@@ -330,20 +330,8 @@ async def _context_fixture(
 ) -> tuple[Planner, Writer, ReclassifyingStore, NetworkXConnector]:
     sor = ReclassifyingStore(tmp_path / "sor.sqlite3")
     graph = NetworkXConnector(tmp_path / "graph")
-    vector = RecordingVectorDouble("vec")
-    everything: list[Connector] = [sor, vector, graph]
-    for connector in everything:
-        await connector.connect()
-    embedder = FixedEmbedder()
-    writer = Writer(
-        system_of_record=sor,
-        stores=derived_stores(everything),
-        embedder=embedder,
-        clock=HybridLogicalClock(),
-    )
-    planner = Planner(
-        connectors=everything, system_of_record=sor, embedder=embedder, defaults=SearchDefaults()
-    )
+    await graph.connect()
+    planner, writer, _ = await _setup(tmp_path, [RecordingVectorDouble("vec"), graph], sor)
     await writer.ingest(
         [
             Document(element_id="d", name="doc", text="alpha", sensitivity="public"),

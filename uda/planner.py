@@ -263,13 +263,7 @@ class Planner:
         """Whole states of `whole_ids` and clearances of `clearance_ids`, read concurrently."""
         whole = asyncio.ensure_future(self._sor.fetch(whole_ids, plan.as_of))
         cleared = asyncio.ensure_future(self._sor.fetch_clearances(clearance_ids, plan.as_of))
-        try:
-            await asyncio.gather(whole, cleared)
-        except BaseException:
-            for task in (whole, cleared):
-                task.cancel()
-            await asyncio.gather(whole, cleared, return_exceptions=True)
-            raise
+        await _all_or_none([whole, cleared])
         return whole.result(), cleared.result()
 
     async def _context_states(
@@ -410,8 +404,14 @@ async def _together(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
     that then closes the client would pull connections from under them.
     """
     tasks = [asyncio.ensure_future(call) for call in calls]
+    await _all_or_none(tasks)
+    return [task.result() for task in tasks]
+
+
+async def _all_or_none(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Wait for every task; if one fails, cancel and await the others, then raise."""
     try:
-        return list(await asyncio.gather(*tasks))
+        await asyncio.gather(*tasks)
     except BaseException:
         for task in tasks:
             task.cancel()
