@@ -234,6 +234,26 @@ ON CONFLICT (chunk_id) DO UPDATE SET
     filter_values = excluded.filter_values, text = excluded.text, embedding = excluded.embedding
 """
 
+# Transaction-local settings for the approximate query (parameters: ef_search and
+# max_scan_tuples). Sequential and bitmap scans are off because pgvector's cost estimate does
+# not know the iterative scan and prices the HNSW index above reading every row of a small
+# table: at 10,000 chunks of 384 dimensions PostgreSQL read them all (16 ms) where the index
+# answers in 0.5 ms (ADR 20). B-tree index scans stay open to the planner.
+APPROXIMATE_SETTINGS = (
+    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+    "set_config('hnsw.ef_search', %s, true), "
+    "set_config('hnsw.max_scan_tuples', %s, true), "
+    "set_config('enable_seqscan', 'off', true), "
+    "set_config('enable_bitmapscan', 'off', true)"
+)
+
+# The exact query: no HNSW index scan; every other access path is the planner's choice.
+EXACT_SETTINGS = (
+    "SELECT set_config('enable_indexscan', 'off', true), "
+    "set_config('enable_seqscan', 'on', true), "
+    "set_config('enable_bitmapscan', 'on', true)"
+)
+
 # The inner query lets the HNSW index order by distance (iterative scan with the filter
 # inside); the outer one restores exact order among the rows found, ties by chunk id.
 _NEAREST = """

@@ -81,6 +81,9 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
         order. When the scan stops short of `k` (its `max_scan_tuples` budget spent on
         invisible chunks, or fewer than `k` visible chunks exist), an exact search under
         the same filter gives the answer; with `exact=True` only the exact search runs.
+
+        The HNSW query runs with sequential and bitmap scans off (`APPROXIMATE_SETTINGS`
+        says why), so a small table is searched through the index too.
         """
         if len(embedding) != self._dimension:
             raise ConnectorError(
@@ -94,15 +97,13 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
             rows: list[Any] = []
             if not self._exact:
                 await conn.execute(
-                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                    "set_config('hnsw.ef_search', %s, true), "
-                    "set_config('hnsw.max_scan_tuples', %s, true)",
+                    q.APPROXIMATE_SETTINGS,
                     (str(max(self._ef_search, min(int(k), 1000))), str(self._max_scan_tuples)),
                 )
                 cur = await conn.execute(q.nearest_sql(where, exact=False).encode(), params)
                 rows = await cur.fetchall()
             if len(rows) < k:
-                await conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+                await conn.execute(q.EXACT_SETTINGS)
                 cur = await conn.execute(q.nearest_sql(where, exact=True).encode(), params)
                 rows = await cur.fetchall()
         return [

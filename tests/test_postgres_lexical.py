@@ -15,6 +15,7 @@ from postgres_fixtures import DIM, PUBLIC, pg, run_sql, server
 
 from connectors.analyzer import ANALYZER_VERSION, query_terms
 from connectors.bm25 import bm25_top
+from connectors.conformance.data import chunk
 from connectors.postgres import PostgresConnector
 from connectors.records import OPEN, ChunkRecord, SearchFilter
 from connectors.sqlite import SQLiteConnector
@@ -27,17 +28,11 @@ AS_OF_40 = SearchFilter(max_sensitivity_rank=2, all_projects=True, as_of=40)
 
 
 def _text(cid: str, text: str, *, rank: int = 0, valid_to: int = OPEN) -> ChunkRecord:
-    return ChunkRecord(
-        chunk_id=f"{cid}@1#0",
-        element_id=cid,
-        version=1,
-        index=0,
+    return chunk(
+        cid,
         text=text,
-        embedding=None,
-        element_type="Document",
         name=cid.title(),
         sensitivity_rank=rank,
-        scope=None,
         valid_from=1,
         valid_to=valid_to,
         filter_values={"element_type": "Document"},

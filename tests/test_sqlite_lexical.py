@@ -10,6 +10,7 @@ import pytest
 
 from connectors.analyzer import query_terms
 from connectors.bm25 import bm25_top
+from connectors.conformance.data import chunk
 from connectors.records import OPEN, ChunkRecord, SearchFilter
 from connectors.sqlite import SQLiteConnector
 
@@ -17,17 +18,11 @@ PUBLIC = SearchFilter(max_sensitivity_rank=0, all_projects=False)
 
 
 def _text(cid: str, text: str, *, rank: int = 0, valid_to: int = OPEN) -> ChunkRecord:
-    return ChunkRecord(
-        chunk_id=f"{cid}@1#0",
-        element_id=cid,
-        version=1,
-        index=0,
+    return chunk(
+        cid,
         text=text,
-        embedding=None,
-        element_type="Document",
         name=cid.title(),
         sensitivity_rank=rank,
-        scope=None,
         valid_from=1,
         valid_to=valid_to,
         filter_values={"element_type": "Document"},
