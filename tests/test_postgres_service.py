@@ -73,6 +73,48 @@ def test_binaries_out_of_reach_are_copied(tmp_path: Path, monkeypatch: pytest.Mo
         shutil.rmtree(root, ignore_errors=True)
 
 
+_PROJECT_PACKAGES = ("uda", "connectors", "ontology")
+
+
+def _readable_by(user: str, folder: Path, mirror: Path, *, only: tuple[str, ...] = ()) -> Path:
+    """`folder` if `user` can read it, else a mirror of it (or of its `only` entries) it can.
+
+    A checkout in a private folder (`mktemp -d`, a home directory) and the virtual environment
+    inside it are out of an ordinary user's reach. The mirror is made of hard links where the
+    file system allows (instant, no space) and of copies elsewhere; the files themselves are
+    world-readable, only the folders above them are closed.
+    """
+    probe = subprocess.run(  # noqa: S603 - fixed argv, the folder is one we chose
+        ["/bin/sh", "-c", 'test -r "$1" && test -x "$1"', "sh", str(folder)],
+        user=user,
+        check=False,
+    )
+    if probe.returncode == 0:
+        return folder
+    entries = [folder / name for name in only] if only else sorted(folder.iterdir())
+    mirror.mkdir(mode=0o755)
+    for entry in entries:
+        target = mirror / entry.name
+        if entry.is_dir():
+            shutil.copytree(
+                entry,
+                target,
+                symlinks=True,
+                copy_function=_link_or_copy,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+        elif entry.is_file():
+            _link_or_copy(entry, target)
+    return mirror
+
+
+def _link_or_copy(source: str | Path, target: str | Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links refused: a real copy
+        shutil.copy2(source, target)
+
+
 def _interpreter_for(user: str) -> str | None:
     """A Python of this version that `user` can run: ours, or the system's of the same minor.
 
@@ -102,10 +144,15 @@ def test_an_ordinary_user_runs_the_services_without_switching() -> None:
         pytest.skip(f"no Python {sys.version_info[:2]} that `nobody` can run on this machine")
     root = Path(tempfile.mkdtemp(prefix="uda-services-user-"))
     shutil.chown(root, "nobody")
+    checkout = Path(__file__).parents[1]
+    import_path = [
+        str(_readable_by("nobody", checkout, root / "checkout", only=_PROJECT_PACKAGES)),
+        *(str(_readable_by("nobody", Path(s), root / f"site-{i}")) for i, s in enumerate(site)),
+    ]
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(root),
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *site]),
+        "PYTHONPATH": os.pathsep.join(import_path),
         "ARCADEDB_JVM_ARGS": "-Xmx512m",
     }
 
