@@ -50,7 +50,7 @@ from ontology import (
     Repository,
     SystemComponent,
 )
-from uda.clearance import Clearance
+from uda.query.clearance import Clearance
 
 LEVELS = ("public", "internal", "confidential", "restricted")
 CALLERS: tuple[tuple[str, ...], ...] = (

@@ -19,7 +19,7 @@ import uda
 from ontology import Element, Relation
 from uda.config import ConnectorSpec, Profile, embedded_profile
 from uda.embedder import Embedder
-from uda.results import SearchResponse
+from uda.query.results import SearchResponse
 
 ProfileName = Literal["embedded", "server"]
 PROFILES: tuple[ProfileName, ...] = ("embedded", "server")

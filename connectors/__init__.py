@@ -1,5 +1,5 @@
 """Backends, each declaring its capabilities by the mixins it inherits.
 
 Import the capability interfaces from `connectors.base` and the exchanged values from
-`connectors.records`; concrete connectors load lazily through `connectors.registry`.
+`connectors.contract.records`; concrete connectors load lazily through `connectors.registry`.
 """

@@ -12,8 +12,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Literal
 
-from connectors.records import ChunkHit, ChunkRecord, GraphEdge, GraphNode, SearchFilter, Subgraph
-from connectors.system_of_record import (
+from connectors.contract.records import (
+    ChunkHit,
+    ChunkRecord,
+    GraphEdge,
+    GraphNode,
+    SearchFilter,
+    Subgraph,
+)
+from connectors.contract.system_of_record import (
     OutboxItem,
     StateClearance,
     StoredState,
@@ -143,8 +150,8 @@ class GraphCapable(ABC):
         `as_of` selects the edges valid then (None: now). Hop `i` (0-based) follows edges
         from target to source as well as from source to target while `i < backward_hops`
         (None: at every hop), and only from source to target after that
-        (`connectors.records.walks_back`): with 1, a document reaches its repository but not
-        the repository's other documents.
+        (`connectors.contract.records.walks_back`): with 1, a document reaches its repository
+        but not the repository's other documents.
         """
 
     @abstractmethod

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import networkx as nx
 
 from connectors.base import Connector, GraphCapable
-from connectors.records import OPEN, GraphEdge, GraphNode, Subgraph, walks_back
-from uda.errors import ConnectorError
+from connectors.contract.errors import ConnectorError
+from connectors.contract.records import OPEN, GraphEdge, GraphNode, Subgraph, walks_back
 
 T = TypeVar("T")
 
@@ -232,7 +232,7 @@ class NetworkXConnector(Connector, GraphCapable):
 
 
 def _valid_at(valid_from: int, valid_to: int, as_of: int | None) -> bool:
-    """`GraphEdge.valid_at` on raw values (see connectors.records)."""
+    """`GraphEdge.valid_at` on raw values (see connectors.contract.records)."""
     if as_of is None:
         return valid_to == OPEN
     return valid_from <= as_of < valid_to

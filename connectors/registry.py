@@ -10,7 +10,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from uda.errors import UnknownConnectorError, UserError
+from connectors.contract.errors import UnknownConnectorError, UserError
 
 if TYPE_CHECKING:
     from connectors.base import Connector
@@ -20,13 +20,19 @@ _OWN_PACKAGES = frozenset({"connectors", "uda", "ontology"})
 
 # name -> (module:attribute, what to install when the import fails)
 BUILTIN: dict[str, tuple[str, str]] = {
-    "chroma": ("connectors.chroma:ChromaConnector", "pip install chromadb"),
+    "chroma": ("connectors.chroma.connector:ChromaConnector", "pip install chromadb"),
     "networkx": ("connectors.networkx_graph:NetworkXConnector", "pip install networkx"),
-    "sqlite": ("connectors.sqlite:SQLiteConnector", "sqlite3 ships with Python"),
-    "postgres": ("connectors.postgres:PostgresConnector", "pip install 'uda-query[server]'"),
-    "arcadedb": ("connectors.arcadedb:ArcadeDBConnector", "pip install 'uda-query[server]'"),
+    "sqlite": ("connectors.sqlite.connector:SQLiteConnector", "sqlite3 ships with Python"),
+    "postgres": (
+        "connectors.postgres.connector:PostgresConnector",
+        "pip install 'uda-query[server]'",
+    ),
+    "arcadedb": (
+        "connectors.arcadedb.connector:ArcadeDBConnector",
+        "pip install 'uda-query[server]'",
+    ),
     "arcadedb-graph": (
-        "connectors.arcadedb:ArcadeDBGraphConnector",
+        "connectors.arcadedb.connector:ArcadeDBGraphConnector",
         "pip install 'uda-query[server]'",
     ),
 }

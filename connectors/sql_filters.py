@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from connectors.records import OPEN, SearchFilter
-from uda.filters import Op
+from connectors.contract.predicates import Op
+from connectors.contract.records import OPEN, SearchFilter
 
 _SQL_OPS = {Op.EQ: "=", Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 
@@ -42,5 +42,5 @@ def compile_filter(search_filter: SearchFilter, *, table: str) -> tuple[str, lis
         elif predicate.op in _SQL_OPS:
             clauses.append(f"{value_sql} {_SQL_OPS[predicate.op]} ?")
             params += [path, predicate.value]
-        # Negative operators are not pushed down (see uda.filters.PUSHDOWN_OPS).
+        # Negative operators are not pushed down (see uda.query.filters.PUSHDOWN_OPS).
     return " AND ".join(clauses), params

@@ -17,10 +17,10 @@ from fastapi import FastAPI
 
 import uda
 from ontology import Decision, Document, Element, Person, Relation, Repository
-from uda.clearance import Clearance
 from uda.embedder import SentenceTransformerEmbedder
 from uda.http import Authenticator, create_app, hash_api_key
 from uda.http.auth import ApiKey
+from uda.query.clearance import Clearance
 
 QUESTION = "how are failed payment calls retried?"
 

@@ -9,8 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from connectors.postgres import PostgresConnector
-from connectors.records import SearchFilter
+from connectors.contract.records import SearchFilter
+from connectors.postgres.connector import PostgresConnector
 from uda.services.postgres import PostgresService, dsn
 
 DIM = 16  # small vectors keep the synthetic tests fast; the end-to-end test uses 384

@@ -29,6 +29,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import uda
+from connectors.contract.predicates import Op
 from ontology import Decision, Document, Person, Relation, Repository
 from uda.agent import TOOLS, ConversationState, UDADeps, ag_ui_app, uda_agent, uda_toolset
 from uda.agent.models import (
@@ -50,7 +51,7 @@ from uda.agent.tools import (
 )
 from uda.embedder import SentenceTransformerEmbedder
 from uda.errors import UnknownClearanceError, UnknownElementTypeError, UnknownFilterFieldError
-from uda.filters import Op, parse_filters
+from uda.query.filters import parse_filters
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_ID, SECRET_NAME = "doc:keys", "Payment signing keys"

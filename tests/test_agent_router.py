@@ -14,7 +14,7 @@ from uda.agent.router import (
     route_query,
     strategy_weights,
 )
-from uda.fusion import Leg
+from uda.query.fusion import Leg
 
 LEXICAL = [
     '"idempotency key"',

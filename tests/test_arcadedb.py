@@ -23,12 +23,19 @@ import httpx
 import numpy as np
 import pytest
 
-from connectors.arcadedb import ArcadeDBConnector
+from connectors.arcadedb.connector import ArcadeDBConnector
 from connectors.conformance import ConnectorConformance, LocationFactory, numbered
+from connectors.contract.predicates import Op, Predicate
+from connectors.contract.records import (
+    OPEN,
+    ChunkRecord,
+    GraphEdge,
+    GraphNode,
+    SearchFilter,
+    Subgraph,
+)
 from connectors.networkx_graph import NetworkXConnector
-from connectors.records import OPEN, ChunkRecord, GraphEdge, GraphNode, SearchFilter, Subgraph
 from uda.errors import ConnectorError
-from uda.filters import Op, Predicate
 from uda.services.arcadedb import ArcadeDBService
 from uda.services.base import ServiceInfo
 

@@ -25,7 +25,7 @@ from ontology import (
     SystemComponent,
 )
 from ontology import arrow as ontology_arrow
-from uda.results import ArrowResponse
+from uda.query.results import ArrowResponse
 
 # -- the pinned schema -------------------------------------------------------------------------
 

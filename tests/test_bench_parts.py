@@ -20,8 +20,8 @@ from benchmarks.report import README_BEGIN, README_END, publish
 from benchmarks.synonyms import synonym_groups
 from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
 from benchmarks.targets import derive_ratios, evaluate_targets
-from uda.chunking import chunk_text
-from uda.clearance import Clearance
+from uda.query.clearance import Clearance
+from uda.write.chunking import chunk_text
 
 
 def test_title_mentions_link_whole_words_case_sensitively() -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import connectors.chroma as chroma_module
-from connectors.chroma import ChromaConnector
+import connectors.chroma.connector as chroma_module
+from connectors.chroma.connector import ChromaConnector
 from connectors.conformance.data import chunk, exact_top, random_vectors
-from connectors.records import ChunkRecord, SearchFilter
+from connectors.contract.records import ChunkRecord, SearchFilter
 
 DIMENSION = 16
 PUBLIC = SearchFilter(max_sensitivity_rank=0)

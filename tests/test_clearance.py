@@ -1,4 +1,4 @@
-"""Unit tests of the pure `uda.clearance.Clearance`: parse, allows, narrow, entries.
+"""Unit tests of the pure `uda.query.clearance.Clearance`: parse, allows, narrow, entries.
 
 Visibility is checked against an oracle written here from DESIGN.md ("Clearance"), not
 against the implementation's own helpers.
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import uda
 from ontology import Sensitivity
-from uda.clearance import Clearance
+from uda.query.clearance import Clearance
 
 LEVELS = ["public", "internal", "confidential", "restricted"]
 PROJECTS = ["project:a", "project:b", "project:c"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from uda.cli import EXIT_DIFFERENCES, EXIT_OK, EXIT_USAGE, main
+from uda.cli.commands import EXIT_DIFFERENCES, EXIT_OK, EXIT_USAGE, main
 from uda.embedder import SentenceTransformerEmbedder
 
 

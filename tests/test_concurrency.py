@@ -411,7 +411,7 @@ def test_concurrent_ingests_from_threads_do_not_corrupt(
 
 async def test_a_failing_leg_leaves_no_sibling_running() -> None:
     """One leg fails: the others are cancelled and finished before the error reaches us."""
-    from uda.planner import _together
+    from uda.query.planner import _together
 
     finished: list[str] = []
 
@@ -436,7 +436,7 @@ async def test_closing_waits_for_queries_left_running_in_threads(tmp_path: Path)
     import threading
     import time
 
-    from connectors.sqlite import SQLiteConnector
+    from connectors.sqlite.connector import SQLiteConnector
 
     store = SQLiteConnector(tmp_path / "s.sqlite3")
     await store.connect()

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from connectors.chroma import ChromaConnector
+from connectors.chroma.connector import ChromaConnector
 from connectors.conformance import ConnectorConformance, LocationFactory, numbered
 from connectors.networkx_graph import NetworkXConnector
-from connectors.sqlite import SQLiteConnector
+from connectors.sqlite.connector import SQLiteConnector
 from uda.services.base import ServiceInfo
 from uda.services.chroma import ChromaService
 

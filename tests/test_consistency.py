@@ -22,13 +22,13 @@ from chromadb.config import Settings
 from test_write_path import INGEST_SCRIPT, assert_consistent
 
 import uda
+from connectors.contract.records import OPEN
+from connectors.contract.system_of_record import OutboxItem, state_key
 from connectors.networkx_graph import NetworkXConnector
-from connectors.records import OPEN
-from connectors.sqlite import SQLiteConnector
-from connectors.system_of_record import OutboxItem, state_key
+from connectors.sqlite.connector import SQLiteConnector
 from ontology import Document, Person, Relation, Repository
-from uda.consistency import StoreReport
 from uda.embedder import SentenceTransformerEmbedder
+from uda.write.consistency import StoreReport
 
 PUBLIC = ["public"]
 VECTOR, TEXT, GRAPH = "vector:chroma", "text:sqlite", "graph:networkx"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from uda.fusion import (
+from uda.query.fusion import (
     DEFAULT_WEIGHTS,
     MIN_DECAY_FACTOR,
     RRF_K,

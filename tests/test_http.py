@@ -23,7 +23,7 @@ from http_fixtures import INTERNAL_CORE, QUESTION, Keys, Service, corpus, serve
 import uda
 from connectors.base import VectorCapable
 from ontology import Decision, Document, Person, Repository, result_schema
-from uda.cli import main as serve_main
+from uda.cli.commands import main as serve_main
 from uda.embedder import SentenceTransformerEmbedder
 from uda.errors import ConfigError, InvalidRequestError, PlanError
 from uda.http.errors import AuthenticationError, PermissionDeniedError

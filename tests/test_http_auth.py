@@ -22,11 +22,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ontology import Sensitivity
-from uda.clearance import Clearance
 from uda.embedder import SentenceTransformerEmbedder
 from uda.http import issue_token
 from uda.http.auth import ApiKey, Authenticator, Principal
 from uda.http.grants import decide
+from uda.query.clearance import Clearance
 
 GRANTED = {"doc:retries", "doc:ledger", "doc:core-plan", "repo:payments", "person:ada"}
 HIDDEN = {"adr:retry", "doc:costs", "doc:incident", "doc:other"}

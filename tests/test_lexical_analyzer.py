@@ -12,8 +12,8 @@ from connectors.analyzer import (
     query_terms,
     term_frequencies,
 )
-from connectors.records import OPEN, ChunkRecord, SearchFilter
-from connectors.sqlite import SQLiteConnector
+from connectors.contract.records import OPEN, ChunkRecord, SearchFilter
+from connectors.sqlite.connector import SQLiteConnector
 
 PUBLIC = SearchFilter(max_sensitivity_rank=0)
 

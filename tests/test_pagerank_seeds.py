@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from connectors.records import GraphEdge
-from uda.graph_context import pagerank_centrality
+from connectors.contract.records import GraphEdge
+from uda.query.graph_context import pagerank_centrality
 
 
 def _edge(source: str, target: str) -> GraphEdge:

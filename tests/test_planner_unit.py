@@ -16,16 +16,23 @@ import pytest
 
 import uda
 from connectors.base import Connector, GraphCapable, TextCapable, VectorCapable
+from connectors.contract.records import (
+    ChunkHit,
+    ChunkRecord,
+    GraphEdge,
+    GraphNode,
+    SearchFilter,
+    Subgraph,
+)
+from connectors.contract.system_of_record import StateClearance, StoredState
 from connectors.networkx_graph import NetworkXConnector
-from connectors.records import ChunkHit, ChunkRecord, GraphEdge, GraphNode, SearchFilter, Subgraph
-from connectors.sqlite import SQLiteConnector
-from connectors.system_of_record import StateClearance, StoredState
+from connectors.sqlite.connector import SQLiteConnector
 from ontology import Decision, Document, Person, Relation, Repository
 from uda.config import SearchDefaults
-from uda.contracts import SearchRequest
 from uda.hlc import HybridLogicalClock
-from uda.planner import Planner
-from uda.writer import Writer, derived_stores
+from uda.query.contracts import SearchRequest
+from uda.query.planner import Planner
+from uda.write.writer import Writer, derived_stores
 
 
 class FixedEmbedder:

@@ -22,17 +22,17 @@ from postgres_fixtures import DIM, PUBLIC, fresh_schema, pg, run_sql, server
 
 import connectors.registry
 import uda
-from connectors import postgres_sql
 from connectors.conformance import ConnectorConformance, LocationFactory, numbered
-from connectors.postgres import PostgresConnector
-from connectors.postgres_store import ANALYZE_AFTER_ROWS
-from connectors.records import OPEN, ChunkRecord, GraphEdge, SearchFilter
-from connectors.sqlite import SQLiteConnector
-from connectors.system_of_record import ChunkRow, StoredState, WriteBatch
+from connectors.contract.predicates import Op, Predicate
+from connectors.contract.records import OPEN, ChunkRecord, GraphEdge, SearchFilter
+from connectors.contract.system_of_record import ChunkRow, StoredState, WriteBatch
+from connectors.postgres import sql as postgres_sql
+from connectors.postgres.connector import PostgresConnector
+from connectors.postgres.store import ANALYZE_AFTER_ROWS
+from connectors.sqlite.connector import SQLiteConnector
 from ontology import Document, Person, Repository
 from uda.config import ConnectorSpec, Profile
 from uda.embedder import SentenceTransformerEmbedder
-from uda.filters import Op, Predicate
 from uda.services.postgres import PostgresService, dsn
 
 __all__ = ["pg", "server"]  # fixtures
@@ -548,7 +548,10 @@ async def test_async_client_end_to_end(
     monkeypatch.setitem(
         connectors.registry.BUILTIN,
         "postgres",
-        ("connectors.postgres:PostgresConnector", "pip install 'psycopg[binary,pool]' pgvector"),
+        (
+            "connectors.postgres.connector:PostgresConnector",
+            "pip install 'psycopg[binary,pool]' pgvector",
+        ),
     )
     schema = fresh_schema()
     profile = Profile(
@@ -649,7 +652,10 @@ async def test_semantic_ranking_matches_the_embedded_profile(
     monkeypatch.setitem(
         connectors.registry.BUILTIN,
         "postgres",
-        ("connectors.postgres:PostgresConnector", "pip install 'psycopg[binary,pool]' pgvector"),
+        (
+            "connectors.postgres.connector:PostgresConnector",
+            "pip install 'psycopg[binary,pool]' pgvector",
+        ),
     )
     options = {"dsn": server[1], "schema": fresh_schema(), "exact": True}
     pg_profile = Profile(

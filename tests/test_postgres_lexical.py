@@ -16,9 +16,9 @@ from postgres_fixtures import DIM, PUBLIC, pg, run_sql, server
 from connectors.analyzer import ANALYZER_VERSION, query_terms
 from connectors.bm25 import bm25_top
 from connectors.conformance.data import chunk
-from connectors.postgres import PostgresConnector
-from connectors.records import OPEN, ChunkRecord, SearchFilter
-from connectors.sqlite import SQLiteConnector
+from connectors.contract.records import OPEN, ChunkRecord, SearchFilter
+from connectors.postgres.connector import PostgresConnector
+from connectors.sqlite.connector import SQLiteConnector
 from uda.services.postgres import shared_buffers_mb
 
 __all__ = ["pg", "server"]  # fixtures

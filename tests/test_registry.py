@@ -34,7 +34,7 @@ def test_a_missing_third_party_library_gets_the_install_hint(
 @pytest.mark.parametrize(
     "source",
     [
-        "from connectors.system_of_record import no_such_name",  # a name: a defect
+        "from connectors.contract.system_of_record import no_such_name",  # a name: a defect
         "import connectors.no_such_module",  # our own module: a broken install
     ],
 )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from connectors.system_of_record import LazyJSON, StoredState
-from uda.results import RankedResult, ranked_rows
+from connectors.contract.system_of_record import LazyJSON, StoredState
+from uda.query.results import RankedResult, ranked_rows
 
 
 def _state(payload: dict[str, object], *, version: int = 1) -> StoredState:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from uda.cli import EXIT_DIFFERENCES, EXIT_OK, main
+from uda.cli.commands import EXIT_DIFFERENCES, EXIT_OK, main
 from uda.embedder import SentenceTransformerEmbedder
 
 

@@ -11,8 +11,8 @@ import pytest
 from connectors.analyzer import query_terms
 from connectors.bm25 import bm25_top
 from connectors.conformance.data import chunk
-from connectors.records import OPEN, ChunkRecord, SearchFilter
-from connectors.sqlite import SQLiteConnector
+from connectors.contract.records import OPEN, ChunkRecord, SearchFilter
+from connectors.sqlite.connector import SQLiteConnector
 
 PUBLIC = SearchFilter(max_sensitivity_rank=0, all_projects=False)
 

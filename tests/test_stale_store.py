@@ -15,11 +15,11 @@ import chromadb
 from chromadb.config import Settings
 
 import uda
-from connectors.chroma import ChromaConnector
-from connectors.records import OPEN, GraphEdge, SearchFilter
+from connectors.chroma.connector import ChromaConnector
+from connectors.contract.records import OPEN, GraphEdge, SearchFilter
 from ontology import Document, Repository
 from uda.embedder import SentenceTransformerEmbedder
-from uda.graph_context import reachable_subgraph, within_reach
+from uda.query.graph_context import reachable_subgraph, within_reach
 
 
 def test_within_reach_keeps_only_what_seeds_reach() -> None:

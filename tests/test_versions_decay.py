@@ -15,9 +15,9 @@ import pytest
 import uda
 from ontology import Document, Repository
 from uda.embedder import SentenceTransformerEmbedder
-from uda.fusion import Leg
 from uda.hlc import HybridLogicalClock, pack, to_datetime
-from uda.results import SearchResponse
+from uda.query.fusion import Leg
+from uda.query.results import SearchResponse
 
 CLEAR = ["internal"]
 SEMANTIC_ONLY = {"semantic": 1.0, "lexical": 0.0, "centrality": 0.0}

@@ -20,7 +20,7 @@ import chromadb
 import pytest
 
 import uda
-from connectors.system_of_record import LazyJSON, StoredState, state_from_row
+from connectors.contract.system_of_record import LazyJSON, StoredState, state_from_row
 from ontology import Document, Person, Relation, Repository
 from uda.embedder import SentenceTransformerEmbedder
 

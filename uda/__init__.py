@@ -5,7 +5,7 @@
     client.ingest(elements=[...], relations=[...])
     res = client.search("query", limit=5, clearance_scope=["internal"])
 
-The clients and results load lazily, so that `connectors` can import `uda.filters` and
+The clients and results load lazily, so that `connectors` can import `uda.query.filters` and
 `uda.errors` without importing the whole package.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from uda.contracts import SearchRequest, SearchResult
 from uda.errors import (
     ClockSkewError,
     ConfigError,
@@ -32,13 +31,14 @@ from uda.errors import (
     UnknownRelationError,
     UserError,
 )
+from uda.query.contracts import SearchRequest, SearchResult
 
 if TYPE_CHECKING:
     from uda.client import AsyncClient, Client, aconnect, connect
-    from uda.consistency import ConsistencyReport, RepairReport
-    from uda.explanation import Explanation
-    from uda.results import SearchResponse
-    from uda.writer import IngestReport
+    from uda.query.explanation import Explanation
+    from uda.query.results import SearchResponse
+    from uda.write.consistency import ConsistencyReport, RepairReport
+    from uda.write.writer import IngestReport
 
 __version__ = "0.1.0"
 
@@ -47,11 +47,11 @@ _LAZY = {
     "Client": "uda.client",
     "aconnect": "uda.client",
     "connect": "uda.client",
-    "ConsistencyReport": "uda.consistency",
-    "RepairReport": "uda.consistency",
-    "Explanation": "uda.explanation",
-    "SearchResponse": "uda.results",
-    "IngestReport": "uda.writer",
+    "ConsistencyReport": "uda.write.consistency",
+    "RepairReport": "uda.write.consistency",
+    "Explanation": "uda.query.explanation",
+    "SearchResponse": "uda.query.results",
+    "IngestReport": "uda.write.writer",
 }
 
 

@@ -10,24 +10,23 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
-from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack, overload
 
 from connectors.base import Connector, RelationalCapable
 from connectors.registry import connector_class
-from uda import consistency
 from uda.config import Profile, load_profile
-from uda.consistency import ConsistencyReport, RepairReport
-from uda.contracts import Centrality, SearchRequest
 from uda.embedder import Embedder, SentenceTransformerEmbedder
 from uda.errors import ConfigError, MissingCapabilityError
 from uda.hlc import HybridLogicalClock
-from uda.planner import Planner
-from uda.results import SearchResponse
-from uda.validation import ElementInput, RelationInput
-from uda.writer import IngestReport, Writer, derived_stores
+from uda.query.contracts import SearchOptions, SearchRequest
+from uda.query.planner import Planner
+from uda.query.results import SearchResponse
+from uda.write import consistency
+from uda.write.consistency import ConsistencyReport, RepairReport
+from uda.write.validation import ElementInput, RelationInput
+from uda.write.writer import IngestReport, Writer, derived_stores
 
 if TYPE_CHECKING:
     from uda.http.remote import AsyncRemoteClient, RemoteClient
@@ -44,22 +43,6 @@ def shared_embedder(model_path: str | None = None) -> SentenceTransformerEmbedde
         if model_path not in _EMBEDDERS:
             _EMBEDDERS[model_path] = SentenceTransformerEmbedder(model_path)
         return _EMBEDDERS[model_path]
-
-
-class SearchOptions(TypedDict, total=False):
-    """Optional search settings (the request's extensions; see `SearchRequest`)."""
-
-    element_types: list[str]
-    expand_depth: int
-    relations: list[str]
-    as_of: int | datetime
-    weights: Mapping[str, float]
-    half_life: float
-    decay_floor: float
-    decay: bool
-    centrality: Centrality
-    graph_candidates: bool
-    pool_size: int
 
 
 class AsyncClient:
@@ -204,7 +187,7 @@ class AsyncClient:
         """Compare every derived store with the system of record; changes nothing.
 
         The report names, per store, what is missing, extra or stale, and what the outbox
-        still holds (see `uda.consistency`).
+        still holds (see `uda.write.consistency`).
         """
         sor = self._system_of_record()
         return await consistency.check(sor, derived_stores(self._connectors))

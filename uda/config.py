@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from uda.errors import ConfigError
-from uda.fusion import DEFAULT_WEIGHTS, Leg
+from uda.query.fusion import DEFAULT_WEIGHTS, Leg
 
 DEFAULT_ROOT = Path(".uda")
 

@@ -1,83 +1,43 @@
-"""The error tree: the caller's mistakes, backend failures, and planner faults.
+"""The error tree, as UDA's public API names it (`uda.UserError`, `uda.errors.ConnectorError`).
 
-`UserError` and its subclasses name the offending field and value, map to HTTP 4xx, and are
-never wrapped backend messages. `ConnectorError` means a backend failed (HTTP 502);
-`PlanError` means UDA itself could not run a phase (HTTP 500).
+The tree lives in `connectors.contract.errors`, beneath both the connectors that raise it and
+the planner that maps it to exit codes and HTTP statuses; this module is its public address.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from connectors.contract.errors import (
+    ClockSkewError,
+    ConfigError,
+    ConnectorError,
+    InvalidElementError,
+    InvalidRequestError,
+    MissingCapabilityError,
+    MissingElementError,
+    PlanError,
+    UDAError,
+    UnknownClearanceError,
+    UnknownConnectorError,
+    UnknownElementTypeError,
+    UnknownFilterFieldError,
+    UnknownRelationError,
+    UserError,
+)
 
-
-class UDAError(Exception):
-    """Base of every error UDA raises on purpose."""
-
-
-class UserError(UDAError, ValueError):
-    """The request or the data is wrong; the message says which field and how to fix it."""
-
-    def __init__(self, message: str, *, field: str | None = None, value: Any = None) -> None:
-        super().__init__(message)
-        self.field = field
-        self.value = value
-
-
-class InvalidRequestError(UserError):
-    """A search request field is out of its bounds or malformed."""
-
-
-class UnknownClearanceError(UserError):
-    """A clearance entry is neither a sensitivity level nor `project:<name>` / `project:*`."""
-
-
-class UnknownFilterFieldError(UserError):
-    """A context filter names a field no element type declares, or uses an unknown operator."""
-
-
-class UnknownElementTypeError(UserError):
-    """An element type that is not registered in the ontology."""
-
-
-class UnknownRelationError(UserError):
-    """A relation type that is not registered, or that does not fit its endpoints' types."""
-
-
-class InvalidElementError(UserError):
-    """An element or relation fails validation against its class."""
-
-
-class MissingElementError(UserError):
-    """A relation points at an element that neither the batch nor the store holds."""
-
-
-class UnknownConnectorError(UserError):
-    """A connector name that no registry entry or entry point provides."""
-
-
-class MissingCapabilityError(UserError):
-    """The profile lacks a connector with a capability the request needs."""
-
-
-class ConfigError(UserError):
-    """A profile or configuration file is malformed."""
-
-
-class ConnectorError(UDAError):
-    """A backend failed. Always raised `from` the backend's exception; names the connector."""
-
-    def __init__(self, connector: str, message: str) -> None:
-        super().__init__(f"{connector}: {message}")
-        self.connector = connector
-
-
-class PlanError(UDAError):
-    """UDA could not run a phase of the plan; names the phase."""
-
-    def __init__(self, phase: str, message: str) -> None:
-        super().__init__(f"{phase}: {message}")
-        self.phase = phase
-
-
-class ClockSkewError(UDAError):
-    """A remote HLC timestamp is further ahead of the local clock than the allowed offset."""
+__all__ = [
+    "ClockSkewError",
+    "ConfigError",
+    "ConnectorError",
+    "InvalidElementError",
+    "InvalidRequestError",
+    "MissingCapabilityError",
+    "MissingElementError",
+    "PlanError",
+    "UDAError",
+    "UnknownClearanceError",
+    "UnknownConnectorError",
+    "UnknownElementTypeError",
+    "UnknownFilterFieldError",
+    "UnknownRelationError",
+    "UserError",
+]

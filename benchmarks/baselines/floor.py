@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from uda.clearance import Clearance
+from uda.query.clearance import Clearance
 
 LEVELS = ("public", "internal", "confidential", "restricted")
 RRF_K = 60

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, VectorCapable
-from connectors.records import SearchFilter
+from connectors.contract.records import SearchFilter
 from connectors.registry import connector_class
 from ontology import Sensitivity
-from uda.clearance import Clearance
 from uda.config import Profile
+from uda.query.clearance import Clearance
 
 _LEVELS = list(Sensitivity)
 _EVERYTHING = SearchFilter(max_sensitivity_rank=len(_LEVELS) - 1, all_projects=True)

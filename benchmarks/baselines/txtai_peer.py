@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from uda.clearance import Clearance
+from uda.query.clearance import Clearance
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

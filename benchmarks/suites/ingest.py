@@ -14,8 +14,8 @@ from benchmarks.datasets import read_beir
 from benchmarks.suites import Context, SuiteResult
 from benchmarks.systems import make_profile, open_client
 from ontology import Document
-from uda.chunking import chunk_text
 from uda.client import shared_embedder
+from uda.write.chunking import chunk_text
 
 DATASET = "scifact"
 BATCH = 200

@@ -20,7 +20,7 @@ from benchmarks.baselines.txtai_peer import TxtaiPeer
 from benchmarks.metrics import latency_summary
 from benchmarks.suites import Context, SuiteResult
 from benchmarks.systems import ingest, make_profile, open_client
-from uda.clearance import Clearance
+from uda.query.clearance import Clearance
 
 DATASET = "keps"
 LIMIT = 10

@@ -25,8 +25,8 @@ from benchmarks.metrics import latency_summary
 from benchmarks.suites import Context, SuiteResult
 from benchmarks.synthetic import EPOCH, LEVELS, SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
 from benchmarks.systems import PHASES, make_profile, open_client, plan_timings
-from uda.clearance import Clearance
 from uda.config import Profile
+from uda.query.clearance import Clearance
 
 DATASET = "synthetic"
 LIMIT = 10

@@ -13,9 +13,16 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from connectors.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, GraphNode, SearchFilter
-from connectors.system_of_record import ChunkRow, StoredState, chunk_id
-from uda.filters import Op, Predicate, Scalar
+from connectors.contract.predicates import Op, Predicate, Scalar
+from connectors.contract.records import (
+    OPEN,
+    ChunkHit,
+    ChunkRecord,
+    GraphEdge,
+    GraphNode,
+    SearchFilter,
+)
+from connectors.contract.system_of_record import ChunkRow, StoredState, chunk_id
 
 # Ids that break string-built queries, naive escaping, or chunk-id parsing. Element ids may
 # hold `@` and `#` (state_key splits at the last `@`).

@@ -17,7 +17,7 @@ from connectors.conformance.data import (
     reference_expand,
 )
 from connectors.conformance.fixtures import ConformanceBase, Harness, claim
-from connectors.records import OPEN, GraphEdge, GraphNode, Subgraph
+from connectors.contract.records import OPEN, GraphEdge, GraphNode, Subgraph
 
 Key = tuple[str, str, str]
 

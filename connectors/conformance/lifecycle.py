@@ -30,8 +30,8 @@ from connectors.conformance.data import (
 )
 from connectors.conformance.fixtures import ConformanceBase, Harness
 from connectors.conformance.text import corpus as text_corpus
-from connectors.records import ChunkHit, GraphNode, SearchFilter
-from connectors.system_of_record import WriteBatch
+from connectors.contract.records import ChunkHit, GraphNode, SearchFilter
+from connectors.contract.system_of_record import WriteBatch
 
 PUBLIC = SearchFilter(max_sensitivity_rank=0)
 CAPABILITIES: tuple[type, ...] = (VectorCapable, TextCapable, GraphCapable, RelationalCapable)

@@ -12,9 +12,9 @@ import pytest_asyncio
 from connectors.base import Connector, RelationalCapable
 from connectors.conformance.data import HOSTILE_IDS, edge, rows, state
 from connectors.conformance.fixtures import ConformanceBase, Harness, claim
-from connectors.records import OPEN, ChunkRecord, GraphEdge
-from connectors.system_of_record import OutboxItem, StateClearance, WriteBatch, chunk_id
-from uda.errors import ConnectorError
+from connectors.contract.errors import ConnectorError
+from connectors.contract.records import OPEN, ChunkRecord, GraphEdge
+from connectors.contract.system_of_record import OutboxItem, StateClearance, WriteBatch, chunk_id
 
 STORES = ("vector:v", "graph:g")
 COUNT_KEYS = ("states", "elements", "chunks", "edges", "pending")

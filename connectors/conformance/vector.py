@@ -25,8 +25,8 @@ from connectors.conformance.data import (
     random_vectors,
 )
 from connectors.conformance.fixtures import ConformanceBase, Harness, claim
-from connectors.records import OPEN, ChunkHit, ChunkRecord, SearchFilter
-from uda.filters import Op, Predicate
+from connectors.contract.predicates import Op, Predicate
+from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, SearchFilter
 
 EVERYTHING = SearchFilter(max_sensitivity_rank=3, all_projects=True)
 PUBLIC = SearchFilter(max_sensitivity_rank=0)

@@ -12,7 +12,7 @@ from typing import Any
 
 from uda.agent.models import ContextRef, Hit, SearchAnswer
 from uda.agent.state import QueryRecord
-from uda.contracts import SearchResult
+from uda.query.contracts import SearchResult
 
 SNIPPET_CHARS = 300
 PROPERTY_CHARS = 4000

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
 
 from uda.agent.state import ConversationState
-from uda.clearance import Clearance
+from uda.query.clearance import Clearance
 
 if TYPE_CHECKING:
-    from uda.client import SearchOptions
-    from uda.contracts import SearchResult
-    from uda.explanation import Explanation
+    from uda.query.contracts import SearchOptions, SearchResult
+    from uda.query.explanation import Explanation
 
 
 class SearchResponse(Protocol):

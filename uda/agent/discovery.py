@@ -1,6 +1,6 @@
 """What an agent may ask about: element types, relations, filterable fields.
 
-Everything here is derived from the ontology registry and from `uda.filters` — the same
+Everything here is derived from the ontology registry and from `uda.query.filters` — the same
 sources the planner validates against — so a field the tools list is a field a search
 accepts, and a user's own element subclass shows up without anyone editing a list.
 """
@@ -15,6 +15,7 @@ from datetime import date, datetime
 from enum import Enum
 from typing import Any
 
+from connectors.contract.predicates import ORDERED_OPS, Op
 from ontology import Element, element_class, element_types, relation_spec, relation_types
 from uda.agent.models import (
     ElementTypeInfo,
@@ -25,7 +26,7 @@ from uda.agent.models import (
     RelationsAnswer,
 )
 from uda.errors import UnknownElementTypeError, UnknownFilterFieldError
-from uda.filters import ORDERED_OPS, Op, filterable_fields
+from uda.query.filters import filterable_fields
 
 FILTER_SYNTAX = (
     'filters is an object {field: condition}. condition is a value ({"status": "accepted"}), '

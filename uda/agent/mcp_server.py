@@ -173,7 +173,7 @@ def clearance_entries(values: Sequence[str] | None) -> list[str]:
     Raises:
         UnknownClearanceError: an entry is not valid.
     """
-    from uda.clearance import Clearance
+    from uda.query.clearance import Clearance
 
     entries = [e.strip() for v in (values or DEFAULT_CLEARANCE) for e in v.split(",") if e.strip()]
     Clearance.parse(entries)

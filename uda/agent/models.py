@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from uda.filters import Op
+from connectors.contract.predicates import Op
 
 Scalar = str | int | float | bool
-# The shapes `uda.filters.parse_filters` reads: a value (equality), a list (membership) or a
+# The shapes `uda.query.filters.parse_filters` reads: a value (equality), a list (membership) or a
 # mapping of operators. Operators come from `Op`, so the schema and the parser agree.
 FilterSpec = Scalar | list[Scalar] | dict[Op, Scalar | list[Scalar]]
 Strategy = Literal["default", "semantic", "hybrid"]

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from uda.agent.models import Strategy
-from uda.fusion import Leg
+from uda.query.fusion import Leg
 
 # How strongly each kind of lexical signal leans: a quoted phrase is an explicit request
 # for those exact words; an identifier is nearly as strong; a capitalised name is weaker

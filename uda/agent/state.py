@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from uda.agent.models import FilterSpec, LegRank, Strategy
-from uda.contracts import SearchResult
 from uda.errors import UserError
+from uda.query.contracts import SearchResult
 
 
 class UnknownQueryError(UserError):

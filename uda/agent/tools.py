@@ -41,7 +41,7 @@ from uda.agent.state import QueryRecord, QuerySpec
 from uda.errors import UnknownFilterFieldError
 
 if TYPE_CHECKING:
-    from uda.client import SearchOptions
+    from uda.query.contracts import SearchOptions
 
 
 async def run_search(

@@ -19,21 +19,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from connectors.base import Connector, GraphCapable, RelationalCapable
-from connectors.records import GraphEdge
-from connectors.system_of_record import StoredState
+from connectors.contract.records import GraphEdge
+from connectors.contract.system_of_record import StoredState
 from ontology import Element, Relation, Sensitivity
-from uda.clearance import Clearance
 from uda.errors import ConfigError, MissingElementError
-from uda.graph_context import context_hops, reachable_subgraph
 from uda.http.auth import Principal
 from uda.http.errors import ElementNotFoundError, PermissionDeniedError
-from uda.results import RankedResult, ranked_batch
+from uda.query.clearance import Clearance
+from uda.query.graph_context import context_hops, reachable_subgraph
+from uda.query.results import RankedResult, ranked_batch
 
 _LEVELS = list(Sensitivity)
 
 
 def state_visible(clearance: Clearance, state: StoredState) -> bool:
-    """The planner's rule (`uda.planner._visible`): the state read and the newest one."""
+    """The planner's rule (`uda.query.planner._visible`): the state read and the newest one."""
     if state.tombstone:
         return False
     return clearance.allows(_LEVELS[state.sensitivity_rank], state.scope) and clearance.allows(
@@ -175,7 +175,7 @@ async def check_writable(
             continue
         state = latest.get(element_id)
         if state is not None and (state.tombstone or not _latest_visible(grant, state)):
-            # Word for word what `uda.validation.check_endpoints` says of a missing element.
+            # Word for word what `uda.write.validation.check_endpoints` says of a missing element.
             raise MissingElementError(
                 f"relations[{position}].{end}: no element {element_id!r} in the batch or the store",
                 field=f"relations[{position}].{end}",

@@ -22,7 +22,6 @@ from starlette.exceptions import HTTPException
 import uda
 from ontology import json_schema
 from uda.client import AsyncClient, SearchOptions
-from uda.contracts import SearchRequest
 from uda.http import access, grants, readiness
 from uda.http.auth import Authenticator, Principal
 from uda.http.deps import Caller, IngestBody, SearchBody, check_as_of
@@ -52,8 +51,9 @@ from uda.http.wire import (
     negotiate,
     stream_chunks,
 )
-from uda.results import SearchResponse, search_result
-from uda.validation import coerce_elements, coerce_relations
+from uda.query.contracts import SearchRequest
+from uda.query.results import SearchResponse, search_result
+from uda.write.validation import coerce_elements, coerce_relations
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: thousands of elements, far beyond any search
 _CONTRACT = {"query", "limit", "clearance_scope", "context_filters"}

@@ -28,10 +28,10 @@ from typing import Any, Literal
 
 import jwt
 
-from uda.clearance import Clearance
 from uda.errors import ConfigError, UnknownClearanceError
 from uda.http.errors import AuthenticationError
 from uda.http.wire import API_KEY_HEADER
+from uda.query.clearance import Clearance
 
 TOKEN_ALGORITHM = "HS256"  # noqa: S105 - an algorithm name, not a secret
 MIN_SECRET_BYTES = 32  # RFC 7518 3.2: an HS256 key at least as long as the hash output

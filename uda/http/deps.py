@@ -16,10 +16,10 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
 from uda import hlc
-from uda.contracts import SearchRequest
 from uda.errors import InvalidRequestError
 from uda.http.auth import Authenticator, Principal
 from uda.http.models import IngestIn
+from uda.query.contracts import SearchRequest
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from uda.clearance import Clearance
 from uda.http.auth import Principal
+from uda.query.clearance import Clearance
 
 
 @dataclass(frozen=True, kw_only=True)

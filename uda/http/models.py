@@ -1,4 +1,4 @@
-"""The HTTP API's own bodies. Search requests are `uda.contracts.SearchRequest` itself."""
+"""The HTTP API's own bodies. Search requests are `uda.query.contracts.SearchRequest` itself."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from uda.contracts import SearchResult
+from uda.query.contracts import SearchResult
 
 MAX_INGEST_ITEMS = 10_000
 
@@ -65,7 +65,7 @@ class IngestIn(BaseModel):
 
 
 class IngestOut(BaseModel):
-    """What an ingest did (`uda.writer.IngestReport`)."""
+    """What an ingest did (`uda.write.writer.IngestReport`)."""
 
     model_config = ConfigDict(frozen=True)
 

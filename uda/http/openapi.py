@@ -20,7 +20,7 @@ from uda.http.problems import Problem
 from uda.http.wire import API_KEY_HEADER, ARROW_STREAM, PROBLEM_JSON
 
 _REF = "#/components/schemas/{model}"
-# What `uda.clearance.Clearance.parse` accepts, from the same sources.
+# What `uda.query.clearance.Clearance.parse` accepts, from the same sources.
 CLEARANCE_ENTRY = (
     "^("
     + "|".join(level.value for level in Sensitivity)

@@ -22,7 +22,7 @@ from connectors.base import (
     TextCapable,
     VectorCapable,
 )
-from connectors.records import SearchFilter
+from connectors.contract.records import SearchFilter
 from ontology import Sensitivity
 
 log = logging.getLogger("uda.http")

@@ -22,14 +22,13 @@ from typing import Any, Self, Unpack
 import httpx
 from pydantic import BaseModel
 
-from uda.client import SearchOptions
-from uda.contracts import SearchRequest
 from uda.errors import ConfigError, ConnectorError, InvalidRequestError, PlanError
 from uda.http.errors import AuthenticationError, ElementNotFoundError, PermissionDeniedError
 from uda.http.wire import API_KEY_HEADER, ARROW_STREAM, read_stream
-from uda.results import ArrowResponse
-from uda.validation import ElementInput, RelationInput
-from uda.writer import IngestReport
+from uda.query.contracts import SearchOptions, SearchRequest
+from uda.query.results import ArrowResponse
+from uda.write.validation import ElementInput, RelationInput
+from uda.write.writer import IngestReport
 
 DEFAULT_TIMEOUT = 60.0  # a cold server loads its embedding model on the first search
 

@@ -1,0 +1,474 @@
+"""Chroma: the embedded vector store (`PersistentClient`), and Chroma server (`HttpClient`).
+
+Embeddings are always passed in: with `embedding_function=None` Chroma never tries to fetch a
+model. The embedded store keeps a chunk directory beside the collection (filter fields and
+text in SQLite, `connectors.chroma.directory`), so a search asks Chroma for ids and distances
+only. Against a Chroma server, which may have other writers, the filter is applied to the
+metadata Chroma returns, and pushed into the query (`where`) when too few pass, instead of
+filtering a fixed top-k, which would starve the candidate pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import numpy as np
+
+from connectors.base import Connector, VectorCapable
+from connectors.chroma.directory import ChunkDirectory, reconcile, record_from_metadata
+from connectors.contract.errors import ConnectorError
+from connectors.contract.predicates import ORDERED_OPS, Op
+from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, SearchFilter
+
+T = TypeVar("T")
+
+_COLLECTION = "uda_chunks"
+_BATCH = 2000  # stays under Chroma's maximum batch size
+_OVERFETCH = 2  # unfiltered candidates fetched per wanted hit before the filtered query
+# Beyond this many unfiltered ids a query over the ids that pass is cheaper than widening
+# (measured at 100k chunks: 3,200 ids cost 16 ms, a query within 1,000-10,000 ids 10-16 ms).
+_WIDEST = 2000
+_NO_SCOPE = ""  # Chroma metadata cannot hold None
+UNUSABLE = -1  # the `valid_to` reported for a vector that has no directory row
+_CHROMA_OPS = {
+    Op.EQ: "$eq",
+    Op.IN: "$in",
+    Op.GT: "$gt",
+    Op.GTE: "$gte",
+    Op.LT: "$lt",
+    Op.LTE: "$lte",
+}
+_RESERVED = ("element_id", "version", "etype", "sens", "scope", "valid_from", "valid_to")
+
+
+def _metadata(chunk: ChunkRecord) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "element_id": chunk.element_id,
+        "version": chunk.version,
+        "etype": chunk.element_type,
+        "sens": chunk.sensitivity_rank,
+        "scope": chunk.scope or _NO_SCOPE,
+        "valid_from": chunk.valid_from,
+        "valid_to": chunk.valid_to,
+    }
+    # Filterable fields get a prefix so that they can never collide with the bookkeeping keys.
+    meta.update({f"f_{k}": v for k, v in chunk.filter_values.items()})
+    return meta
+
+
+def _hits(result: Any) -> list[tuple[ChunkHit, Mapping[str, Any]]]:
+    ids: list[str] = result["ids"][0]
+    metas: list[Mapping[str, Any]] = result["metadatas"][0]
+    docs: list[str | None] = result["documents"][0]
+    distances: list[float] = result["distances"][0]
+    return [
+        (
+            ChunkHit(
+                chunk_id=cid,
+                element_id=str(meta["element_id"]),
+                version=int(meta["version"]),
+                text=doc or "",
+                score=1.0 - float(dist),
+            ),
+            meta,
+        )
+        for cid, meta, doc, dist in zip(ids, metas, docs, distances, strict=True)
+    ]
+
+
+def _cosine(query: Sequence[float], stored: Sequence[float]) -> float:
+    """Cosine similarity, as Chroma's cosine space computes it (1 - distance)."""
+    a = np.asarray(query, dtype=np.float64)
+    b = np.asarray(stored, dtype=np.float64)
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norms if norms else 0.0
+
+
+def _allows(search_filter: SearchFilter, meta: Mapping[str, Any]) -> bool:
+    """The filter's reference semantics applied to a chunk's Chroma metadata."""
+    return search_filter.allows_chunk(record_from_metadata("", meta, ""))
+
+
+def compile_where(search_filter: SearchFilter) -> dict[str, Any]:
+    """The Chroma `where` clause for a pushdown filter."""
+    clauses: list[dict[str, Any]] = [{"sens": {"$lte": search_filter.max_sensitivity_rank}}]
+    if not search_filter.all_projects:
+        clauses.append({"scope": {"$in": [_NO_SCOPE, *search_filter.projects]}})
+    if search_filter.as_of is None:
+        clauses.append({"valid_to": {"$eq": OPEN}})
+    else:
+        clauses.append({"valid_from": {"$lte": search_filter.as_of}})
+        clauses.append({"valid_to": {"$gt": search_filter.as_of}})
+    if search_filter.element_types is not None:
+        clauses.append({"etype": {"$in": list(search_filter.element_types)}})
+    for predicate in search_filter.predicates:
+        op = _CHROMA_OPS.get(predicate.op)
+        if op is None or (predicate.op in ORDERED_OPS and isinstance(predicate.value, str)):
+            # Chroma orders numbers only: string ranges are applied to the fetched metadata.
+            continue
+        value = list(predicate.value) if isinstance(predicate.value, tuple) else predicate.value
+        clauses.append({f"f_{predicate.field}": {op: value}})
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+class ChromaConnector(Connector, VectorCapable):
+    """Chunk vectors in one Chroma collection (cosine space).
+
+    Args:
+        path: folder of the embedded `PersistentClient`; or
+        host, port: a Chroma server (`chroma run`), reached with `HttpClient`.
+    """
+
+    name = "chroma"
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        collection: str = _COLLECTION,
+    ) -> None:
+        if (path is None) == (host is None):
+            raise ValueError("give either path (embedded) or host (server)")
+        self._path = Path(path) if path is not None else None
+        self._host = host
+        self._port = port
+        self._collection_name = collection
+        self._client: Any = None
+        self._collection: Any = None
+        # Only the embedded store has one: a server may have writers this process never sees.
+        self._directory: ChunkDirectory | None = None
+
+    async def connect(self) -> None:
+        """Open the client and the collection (created on first use)."""
+        if self._collection is not None:
+            return
+
+        def open_client() -> None:
+            import chromadb
+            from chromadb.config import Settings
+
+            settings = Settings(anonymized_telemetry=False)
+            if self._path is not None:
+                self._path.mkdir(parents=True, exist_ok=True)
+                client = chromadb.PersistentClient(path=str(self._path), settings=settings)
+            else:
+                client = chromadb.HttpClient(
+                    host=self._host or "127.0.0.1", port=self._port or 8000, settings=settings
+                )
+            self._client = client
+            collection = client.get_or_create_collection(
+                self._collection_name,
+                embedding_function=None,
+                metadata={"hnsw:space": "cosine"},
+            )
+            if self._path is not None:
+                self._directory = _open_directory(
+                    self._path / f"{self._collection_name}.directory.sqlite3", collection
+                )
+            self._collection = collection
+
+        await self._run(open_client)
+
+    async def close(self) -> None:
+        """Drop the client (the embedded client persists as it writes)."""
+        self._collection = None
+        self._client = None
+        directory, self._directory = self._directory, None
+        if directory is not None:
+            directory.close()
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        try:
+            return await asyncio.to_thread(fn)
+        except ConnectorError:
+            raise
+        except Exception as exc:  # Chroma raises many unrelated types; name them all ours.
+            raise ConnectorError(self.name, f"{type(exc).__name__}: {exc}") from exc
+
+    def _require(self) -> Any:
+        if self._collection is None:
+            raise ConnectorError(self.name, "not connected: call connect() first")
+        return self._collection
+
+    async def upsert_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
+        """Add new chunks; update only the metadata of chunks already stored.
+
+        A chunk id names one version's chunk, so its embedding never changes. Re-sending the
+        embedding of a stored id makes hnswlib re-link that point, which was seen to leave
+        freshly added points unreachable by queries; a metadata-only update does not touch
+        the graph.
+        """
+        missing = [c.chunk_id for c in chunks if c.embedding is None]
+        if missing:
+            raise ConnectorError(self.name, f"chunks without embeddings: {missing[:3]}")
+
+        def write() -> None:
+            collection = self._require()
+            for start in range(0, len(chunks), _BATCH):
+                part = chunks[start : start + _BATCH]
+                stored = set(collection.get(ids=[c.chunk_id for c in part], include=[])["ids"])
+                fresh = [c for c in part if c.chunk_id not in stored]
+                known = [c for c in part if c.chunk_id in stored]
+                if fresh:
+                    collection.add(
+                        ids=[c.chunk_id for c in fresh],
+                        embeddings=[list(cast("Sequence[float]", c.embedding)) for c in fresh],
+                        metadatas=[_metadata(c) for c in fresh],
+                        documents=[c.text for c in fresh],
+                    )
+                if known:
+                    collection.update(
+                        ids=[c.chunk_id for c in known],
+                        metadatas=[_metadata(c) for c in known],
+                    )
+                if self._directory is not None:
+                    self._directory.put(part)  # second: see connectors/chroma_directory.py
+
+        await self._run(write)
+
+    async def delete_chunks(self, element_ids: Sequence[str]) -> None:
+        """Delete every chunk of the elements."""
+        if not element_ids:
+            return
+
+        def delete() -> None:
+            self._require().delete(where={"element_id": {"$in": list(element_ids)}})
+            if self._directory is not None:
+                self._directory.delete_elements(element_ids)
+
+        await self._run(delete)
+
+    async def delete_chunk_ids(self, chunk_ids: Sequence[str]) -> None:
+        """Delete chunks by id."""
+
+        def delete() -> None:
+            collection = self._require()
+            for start in range(0, len(chunk_ids), _BATCH):
+                collection.delete(ids=list(chunk_ids[start : start + _BATCH]))
+            if self._directory is not None:
+                self._directory.delete_ids(chunk_ids)
+
+        await self._run(delete)
+
+    async def chunk_states(self) -> dict[str, int]:
+        """Every stored chunk id with its `valid_to`, as a search sees it, read page by page.
+
+        With a directory a search filters on the directory's rows, so those are the states;
+        a vector the directory has no row for is unusable and reported as `UNUSABLE`, so that
+        a check names it stale (or extra) and a repair rewrites (or deletes) it. A directory
+        row without a vector is not reported: the chunk is missing.
+        """
+
+        def read() -> dict[str, int]:
+            collection = self._require()
+            if self._directory is not None:
+                rows = self._directory.states()
+                return {cid: rows.get(cid, UNUSABLE) for cid in _all_ids(collection)}
+            states: dict[str, int] = {}
+            for offset in itertools.count(0, _BATCH):
+                page = collection.get(include=["metadatas"], limit=_BATCH, offset=offset)
+                ids: list[str] = page["ids"]
+                metas: list[Mapping[str, Any]] = page["metadatas"]
+                states.update(
+                    (cid, int(meta["valid_to"])) for cid, meta in zip(ids, metas, strict=True)
+                )
+                if len(ids) < _BATCH:
+                    break
+            return states
+
+        return await self._run(read)
+
+    async def vector_search(
+        self, embedding: Sequence[float], k: int, search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        """Nearest chunks passing the filter; score = 1 - cosine distance.
+
+        Chroma's filtered query is its slow path (several times the unfiltered one), so the
+        unfiltered index is over-fetched first and the filter applied to the returned
+        metadata; only when too few pass does the filtered query run. Either way the answer
+        is the top `k` chunks that pass, or all of them.
+        """
+        if search_filter.element_types is not None and not search_filter.element_types:
+            return []  # no type may match (and Chroma rejects an empty `$in`)
+        where = compile_where(search_filter)
+
+        def query() -> list[ChunkHit]:
+            collection = self._require()
+            if self._directory is not None:
+                return _search_directory(collection, self._directory, embedding, k, search_filter)
+            fetch = k * _OVERFETCH
+            result = collection.query(
+                query_embeddings=[list(embedding)],
+                n_results=fetch,
+                include=["metadatas", "documents", "distances"],
+            )
+            hits = _hits(result)
+            passing = [hit for hit, meta in hits if _allows(search_filter, meta)]
+            if len(passing) >= k or len(hits) < fetch:
+                return passing[:k]  # enough, or the whole collection was seen
+            # The filtered query; `where` may be looser than the filter (string ranges), so
+            # widen it until k hits pass in full or the matching chunks run out.
+            wanted = k
+            while True:
+                result = collection.query(
+                    query_embeddings=[list(embedding)],
+                    n_results=wanted,
+                    where=where,
+                    include=["metadatas", "documents", "distances"],
+                )
+                hits = _hits(result)
+                passing = [hit for hit, meta in hits if _allows(search_filter, meta)]
+                if len(passing) >= k or len(hits) < wanted:
+                    return passing[:k]
+                wanted *= 4
+
+        return await self._run(query)
+
+    async def vector_scores(
+        self, embedding: Sequence[float], element_ids: Sequence[str], search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        """The passing chunks of these elements, scored by cosine similarity, best first.
+
+        With a directory: the directory names the passing chunks, and one query restricted
+        to those ids returns their distances. Against a server: the elements' chunks are
+        read with their embeddings, filtered by the reference semantics and scored here.
+        """
+        ids = list(dict.fromkeys(element_ids))
+        if not ids or (search_filter.element_types is not None and not search_filter.element_types):
+            return []
+
+        def score() -> list[ChunkHit]:
+            collection = self._require()
+            if self._directory is not None:
+                chunk_ids = self._directory.of_elements(ids, search_filter)
+                if not chunk_ids:
+                    return []
+                result = collection.query(
+                    query_embeddings=[list(embedding)],
+                    ids=chunk_ids,
+                    n_results=len(chunk_ids),
+                    include=["distances"],
+                )
+                return _passing_hits(result, self._directory, search_filter)
+            hits: list[ChunkHit] = []
+            for start in range(0, len(ids), _BATCH):
+                page = collection.get(
+                    where={"element_id": {"$in": ids[start : start + _BATCH]}},
+                    include=["embeddings", "metadatas", "documents"],
+                )
+                for cid, vector, meta, doc in zip(
+                    page["ids"],
+                    page["embeddings"],
+                    page["metadatas"],
+                    page["documents"],
+                    strict=True,
+                ):
+                    if _allows(search_filter, meta):
+                        hits.append(
+                            ChunkHit(
+                                chunk_id=cid,
+                                element_id=str(meta["element_id"]),
+                                version=int(meta["version"]),
+                                text=doc or "",
+                                score=_cosine(embedding, vector),
+                            )
+                        )
+            return sorted(hits, key=lambda h: (-h.score, h.chunk_id))
+
+        return await self._run(score)
+
+    async def count(self) -> int:
+        """Number of chunks stored (for `stats` and checks)."""
+        return await self._run(lambda: int(self._require().count()))
+
+
+def _search_directory(
+    collection: Any,
+    directory: ChunkDirectory,
+    embedding: Sequence[float],
+    k: int,
+    search_filter: SearchFilter,
+) -> list[ChunkHit]:
+    """Top `k` passing chunks: ids and distances from Chroma, the filter from the directory.
+
+    The unfiltered index is over-fetched; if too few pass, once more as wide as the pass rate
+    so far says is needed; and if that would be wider than `_WIDEST`, or is still short, the
+    query runs within the ids that pass (exact, and the rare case: a filter that passes few).
+    """
+    query = list(embedding)
+    fetch = k * _OVERFETCH
+    for attempt in range(2):
+        result = collection.query(query_embeddings=[query], n_results=fetch, include=["distances"])
+        hits = _passing_hits(result, directory, search_filter)
+        seen = len(result["ids"][0])
+        if len(hits) >= k or seen < fetch:
+            return hits[:k]  # enough, or the whole collection was seen
+        rate = len(hits) / seen
+        wanted = math.ceil(1.5 * k / rate) if rate else _WIDEST + 1
+        if attempt or wanted > _WIDEST:
+            break
+        fetch = max(wanted, 2 * fetch)
+    allowed = directory.matching(search_filter)
+    if not allowed:
+        return []
+    result = collection.query(
+        query_embeddings=[query],
+        ids=allowed,
+        n_results=min(k, len(allowed)),
+        include=["distances"],
+    )
+    return _passing_hits(result, directory, search_filter)[:k]
+
+
+def _passing_hits(
+    result: Any, directory: ChunkDirectory, search_filter: SearchFilter
+) -> list[ChunkHit]:
+    """The hits of an ids-and-distances query that pass the filter, nearest first."""
+    ids: list[str] = result["ids"][0]
+    distances: list[float] = result["distances"][0]
+    passing = directory.passing(ids, search_filter)
+    return [
+        ChunkHit(
+            chunk_id=cid,
+            element_id=passing[cid][0],
+            version=passing[cid][1],
+            text=passing[cid][2],
+            score=1.0 - float(distance),
+        )
+        for cid, distance in zip(ids, distances, strict=True)
+        if cid in passing
+    ]
+
+
+def _open_directory(path: Path, collection: Any) -> ChunkDirectory:
+    directory = ChunkDirectory(path)
+    directory.open()
+    if directory.count() != collection.count():
+        # A store from before the directory, or a write cut short between the two.
+        reconcile(directory, _all_ids(collection), lambda ids: _records(collection, ids))
+    return directory
+
+
+def _all_ids(collection: Any) -> Iterator[str]:
+    """Every id in the collection, page by page (ids only: the cheap read)."""
+    for offset in itertools.count(0, _BATCH):
+        ids: list[str] = collection.get(include=[], limit=_BATCH, offset=offset)["ids"]
+        yield from ids
+        if len(ids) < _BATCH:
+            return
+
+
+def _records(collection: Any, ids: Sequence[str]) -> list[ChunkRecord]:
+    """Chunk records rebuilt from Chroma's metadata and documents (the slow read)."""
+    page = collection.get(ids=list(ids), include=["metadatas", "documents"])
+    return [
+        record_from_metadata(cid, meta, doc or "")
+        for cid, meta, doc in zip(page["ids"], page["metadatas"], page["documents"], strict=True)
+    ]

@@ -1,0 +1,214 @@
+"""The embedded Chroma store's chunk directory: filter fields and text, in SQLite beside it.
+
+Chroma answers an ids-and-distances query over 100k vectors in about 2 ms, but returning
+metadata or documents costs about 85 µs per record, and its filtered (`where`) query takes
+hundreds of milliseconds at that size because it first materialises every matching id. So
+the embedded connector asks Chroma for ids and distances only and decides here, with one
+indexed SQLite lookup, which hits pass the caller's filter and what their text is
+(docs/adr/0016-chroma-chunk-directory.md).
+
+The directory is derived data: Chroma's own metadata stays complete, and `reconcile` rebuilds
+what the directory lacks from it. Writes go to Chroma first and to the directory second, so an
+interrupted write leaves a vector with no directory row, which a search treats as not passing
+(it fails closed) until the write is repeated or the directory reconciled.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from connectors.contract.records import ChunkRecord, SearchFilter
+from connectors.sql_filters import compile_filter
+from connectors.sqlite.connections import SQLiteConnections
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id TEXT PRIMARY KEY,
+    element_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    element_type TEXT NOT NULL,
+    sensitivity_rank INTEGER NOT NULL,
+    scope TEXT,
+    valid_from INTEGER NOT NULL,
+    valid_to INTEGER NOT NULL,
+    filter_values TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chunks_element ON chunks (element_id);
+-- Text apart from the filter fields, so that a scan of the filter fields stays narrow.
+CREATE TABLE IF NOT EXISTS chunk_text (
+    chunk_id TEXT PRIMARY KEY,
+    text TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+_UPSERT_CHUNK = "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?,?)"
+_UPSERT_TEXT = "INSERT OR REPLACE INTO chunk_text VALUES (?,?)"
+# Every id list is one JSON parameter, expanded by json_each: no statement grows with the input.
+_IDS = "(SELECT value FROM json_each(?))"
+_PASSING_SQL = (
+    "SELECT t.chunk_id, t.element_id, t.version, x.text FROM chunks t "  # noqa: S608 - fixed
+    f"JOIN chunk_text x ON x.chunk_id = t.chunk_id WHERE t.chunk_id IN {_IDS} AND {{where}}"
+)
+_MATCHING_SQL = "SELECT t.chunk_id FROM chunks t WHERE {where}"
+_OF_ELEMENTS_SQL = f"SELECT t.chunk_id FROM chunks t WHERE t.element_id IN {_IDS} AND {{where}}"  # noqa: S608
+_PAGE = 2000
+
+# (element_id, version, text) of a chunk that passed a filter.
+Passing = tuple[str, int, str]
+
+
+class ChunkDirectory:
+    """Filter fields and text of every chunk of one collection; thread-safe."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = SQLiteConnections(
+            path, not_open=lambda: RuntimeError("chunk directory is not open")
+        )
+
+    def open(self) -> None:
+        """Create the file and its tables if missing."""
+        self._db.open(lambda writer: writer.executescript(_SCHEMA))
+
+    def close(self) -> None:
+        """Close every connection."""
+        self._db.close()
+
+    def _reader(self) -> sqlite3.Connection:
+        return self._db.reader()
+
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.transaction()
+
+    # -- writes ---------------------------------------------------------------------------
+    def put(self, chunks: Sequence[ChunkRecord]) -> None:
+        """Insert or replace the chunks' rows (idempotent)."""
+        if not chunks:
+            return
+        with self._transaction() as conn:
+            conn.executemany(_UPSERT_CHUNK, [_row(c) for c in chunks])
+            conn.executemany(_UPSERT_TEXT, [(c.chunk_id, c.text) for c in chunks])
+
+    def delete_elements(self, element_ids: Sequence[str]) -> None:
+        """Delete every chunk of the elements."""
+        with self._transaction() as conn:
+            doomed = [
+                row[0]
+                for row in conn.execute(
+                    f"SELECT chunk_id FROM chunks WHERE element_id IN {_IDS}",  # noqa: S608
+                    (json.dumps(list(element_ids)),),
+                )
+            ]
+            _delete_ids(conn, doomed)
+
+    def delete_ids(self, chunk_ids: Sequence[str]) -> None:
+        """Delete chunks by id (unknown ids are ignored)."""
+        with self._transaction() as conn:
+            _delete_ids(conn, chunk_ids)
+
+    # -- reads ----------------------------------------------------------------------------
+    def count(self) -> int:
+        """Number of chunks in the directory."""
+        return int(self._reader().execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def states(self) -> dict[str, int]:
+        """Every chunk id with its `valid_to`."""
+        return dict(self._reader().execute("SELECT chunk_id, valid_to FROM chunks"))
+
+    def passing(self, chunk_ids: Sequence[str], search_filter: SearchFilter) -> dict[str, Passing]:
+        """The chunks among `chunk_ids` that pass the filter, with their element and text."""
+        if not chunk_ids:
+            return {}
+        where, params = compile_filter(search_filter, table="t")
+        rows = self._reader().execute(
+            _PASSING_SQL.format(where=where), (json.dumps(list(chunk_ids)), *params)
+        )
+        return {cid: (eid, int(version), text) for cid, eid, version, text in rows}
+
+    def matching(self, search_filter: SearchFilter) -> list[str]:
+        """Every chunk id that passes the filter (a scan: for filters that pass few)."""
+        where, params = compile_filter(search_filter, table="t")
+        return [row[0] for row in self._reader().execute(_MATCHING_SQL.format(where=where), params)]
+
+    def of_elements(self, element_ids: Sequence[str], search_filter: SearchFilter) -> list[str]:
+        """The ids of the chunks of these elements that pass the filter (index lookups)."""
+        if not element_ids:
+            return []
+        where, params = compile_filter(search_filter, table="t")
+        rows = self._reader().execute(
+            _OF_ELEMENTS_SQL.format(where=where), (json.dumps(list(element_ids)), *params)
+        )
+        return [row[0] for row in rows]
+
+    def ids(self) -> set[str]:
+        """Every chunk id in the directory."""
+        return {row[0] for row in self._reader().execute("SELECT chunk_id FROM chunks")}
+
+
+def reconcile(
+    directory: ChunkDirectory,
+    stored_ids: Iterable[str],
+    fetch: Callable[[Sequence[str]], Sequence[ChunkRecord]],
+) -> tuple[int, int]:
+    """Make the directory hold exactly the stored chunks; returns (added, removed).
+
+    `stored_ids` are the ids in Chroma; `fetch(ids)` returns their records from Chroma's
+    metadata and documents (the slow read, done only for ids the directory lacks).
+    """
+    # The directory first: a chunk written while Chroma is read is then at worst "missing"
+    # (rebuilt from Chroma, harmless), never "extra" (which would drop its row). Writes go to
+    # Chroma first, so a row the directory had before Chroma was read and Chroma lacks now
+    # was deleted.
+    known = directory.ids()
+    stored = set(stored_ids)
+    missing = sorted(stored - known)
+    extra = sorted(known - stored)
+    for start in range(0, len(missing), _PAGE):
+        directory.put(fetch(missing[start : start + _PAGE]))
+    if extra:
+        directory.delete_ids(extra)
+    return len(missing), len(extra)
+
+
+def record_from_metadata(chunk_id: str, meta: Mapping[str, Any], text: str) -> ChunkRecord:
+    """A chunk record rebuilt from Chroma's metadata of it (see connectors/chroma.py)."""
+    scope = str(meta["scope"])
+    return ChunkRecord(
+        chunk_id=chunk_id,
+        element_id=str(meta["element_id"]),
+        version=int(meta["version"]),
+        index=0,
+        text=text,
+        embedding=None,
+        element_type=str(meta["etype"]),
+        name="",
+        sensitivity_rank=int(meta["sens"]),
+        scope=scope or None,
+        valid_from=int(meta["valid_from"]),
+        valid_to=int(meta["valid_to"]),
+        filter_values={k[2:]: v for k, v in meta.items() if k.startswith("f_")},
+    )
+
+
+def _row(chunk: ChunkRecord) -> tuple[Any, ...]:
+    return (
+        chunk.chunk_id,
+        chunk.element_id,
+        chunk.version,
+        chunk.element_type,
+        chunk.sensitivity_rank,
+        chunk.scope,
+        chunk.valid_from,
+        chunk.valid_to,
+        json.dumps(dict(chunk.filter_values)),
+    )
+
+
+def _delete_ids(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
+    for start in range(0, len(chunk_ids), _PAGE):
+        ids = json.dumps(list(chunk_ids[start : start + _PAGE]))
+        conn.execute(f"DELETE FROM chunks WHERE chunk_id IN {_IDS}", (ids,))  # noqa: S608
+        conn.execute(f"DELETE FROM chunk_text WHERE chunk_id IN {_IDS}", (ids,))  # noqa: S608

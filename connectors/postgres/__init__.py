@@ -1,0 +1,26 @@
+"""PostgreSQL with pgvector, the server profile's system of record, vector and lexical legs.
+
+`connector` assembles the legs: `store` (pool and schema), `vector` (pgvector HNSW),
+`lexical` and `text` (BM25 over the shared analyzer), `sql` (every statement) and `values`
+(row and parameter conversions).
+The connector classes load on first use, so that importing a helper module of this package
+does not import the backend's library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from connectors.postgres.connector import PostgresConnector
+
+__all__ = [
+    "PostgresConnector",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("connectors.postgres.connector"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

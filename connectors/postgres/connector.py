@@ -1,0 +1,270 @@
+"""PostgreSQL with pgvector: system of record, vector store and BM25 lexical leg in one server.
+
+psycopg 3 (async) over a connection pool; pgvector's types are registered on every pooled
+connection. One schema (default `uda`) holds the system of record (`states`, `chunks`,
+`edges`, `outbox`, `meta`), the vector store (`vector_chunks`, HNSW over cosine distance) and
+the lexical store (`text_chunks` and its term index `chunk_terms`). The three roles are fed
+separately through the outbox, exactly as if they were three servers.
+
+Filtered vector search uses pgvector's iterative index scans, so a selective filter (a
+caller who may see 5 % of the chunks) still yields `k` visible chunks; if the scan stops
+short, an exact search under the same filter answers. BM25 is computed in SQL from
+per-chunk term frequencies (the terms of connectors/analyzer.py, as on SQLite) with the
+statistics of the visible chunks only (ADR 5).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from psycopg.types.json import Jsonb
+
+from connectors.base import RelationalCapable
+from connectors.contract.errors import UserError
+from connectors.contract.records import ChunkRecord, GraphEdge
+from connectors.contract.system_of_record import (
+    OutboxItem,
+    StateClearance,
+    StoredState,
+    WriteBatch,
+    chunk_id,
+    clearance_from_row,
+    state_from_row,
+)
+from connectors.postgres import sql as q
+from connectors.postgres import values as pv
+from connectors.postgres.lexical import PostgresTextLeg
+from connectors.postgres.vector import PostgresVectorLeg
+
+
+class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
+    """System of record, vector store and lexical leg on one PostgreSQL server.
+
+    Args:
+        dsn: a libpq connection string or `postgresql://` URL.
+        dimension: the embeddings' dimension (the `vector(n)` column; at most 2000).
+        exact: never use the HNSW index (exact nearest neighbours, for comparisons).
+        schema: the PostgreSQL schema that holds the tables (created if missing).
+        ef_search: HNSW candidate list size per scan step.
+        max_scan_tuples: how far an iterative HNSW scan may go before the exact fallback.
+        pool_size: the most connections the pool opens.
+        timeout: seconds to wait for a connection.
+    """
+
+    name = "postgres"
+
+    # -- system of record -----------------------------------------------------------------
+    async def commit(self, batch: WriteBatch) -> None:
+        """Write states, chunks, retirements, edges and outbox entries in one transaction."""
+        pv.reject_unstorable(batch)
+        state_keys = {(s.element_id, s.version) for s in batch.states}
+        state_keys |= {(eid, version) for eid, version, _ in batch.retire}
+        outbox: list[tuple[str, str, str]] = []
+        for store in batch.stores:
+            outbox += [(store, "state", json.dumps(list(k))) for k in sorted(state_keys)]
+            outbox += [(store, "edge", json.dumps(list(e.key))) for e in batch.edges]
+        async with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            if batch.retire:
+                await cur.executemany(
+                    q.RETIRE_STATE, [(vt, eid, version) for eid, version, vt in batch.retire]
+                )
+            if batch.states:
+                # Plain INSERT: a concurrent writer that took the same version fails loudly.
+                await cur.executemany(
+                    q.INSERT_STATE,
+                    [
+                        (
+                            s.element_id,
+                            s.version,
+                            s.hlc,
+                            s.valid_to,
+                            s.element_type,
+                            s.name,
+                            s.sensitivity_rank,
+                            s.scope,
+                            s.timestamp_ms,
+                            s.tombstone,
+                            s.content_hash,
+                            Jsonb(dict(s.payload)),
+                            Jsonb(dict(s.filter_values)),
+                        )
+                        for s in batch.states
+                    ],
+                )
+            if batch.chunks:
+                await cur.executemany(
+                    q.UPSERT_CHUNK,
+                    [
+                        (
+                            c.chunk_id,
+                            c.element_id,
+                            c.version,
+                            c.index,
+                            c.text,
+                            None if c.embedding is None else pv.vector(c.embedding),
+                        )
+                        for c in batch.chunks
+                    ],
+                )
+            if batch.edges:
+                await cur.executemany(
+                    q.UPSERT_EDGE,
+                    [
+                        (e.source_id, e.relation, e.target_id, e.valid_from, e.valid_to)
+                        for e in batch.edges
+                    ],
+                )
+            if outbox:
+                await cur.executemany(q.INSERT_OUTBOX, outbox)
+            if batch.hlc:
+                await cur.execute(q.RAISE_HLC, (batch.hlc,))
+        await self._wrote(len(batch.states) + len(batch.chunks) + len(batch.edges))
+
+    async def latest_states(self, element_ids: Sequence[str]) -> dict[str, StoredState]:
+        """The newest state of each id (tombstones included)."""
+        return await self._states(element_ids, None)
+
+    async def fetch(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
+        """Each id's state as of `as_of`, with the newest state's clearance, in one query."""
+        return await self._states(element_ids, as_of)
+
+    async def fetch_clearances(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StateClearance]:
+        """Each id's clearance as of `as_of` and its newest, without the payload."""
+        ids = pv.storable(element_ids)
+        if not ids:
+            return {}
+        rows = await self._select(q.clearances_sql(as_of), {"ids": ids, "as_of": as_of})
+        return {row[0]: clearance_from_row(row) for row in rows}
+
+    async def _states(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StoredState]:
+        ids = pv.storable(element_ids)
+        if not ids:
+            return {}
+        rows = await self._select(q.states_sql(as_of), {"ids": ids, "as_of": as_of})
+        return {row[0]: state_from_row(row) for row in rows}
+
+    async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
+        """Current edges touching any of the ids."""
+        ids = pv.storable(element_ids)
+        if not ids:
+            return []
+        return [pv.edge(r) for r in await self._select(q.LIVE_EDGES, {"ids": ids})]
+
+    async def last_hlc(self) -> int:
+        """The highest HLC committed."""
+        rows = await self._select("SELECT value FROM meta WHERE key = 'hlc'")
+        return int(rows[0][0]) if rows else 0
+
+    async def pending(self, store: str, limit: int) -> list[OutboxItem]:
+        """Outbox entries for `store`, oldest first."""
+        if not q.storable(store):
+            return []
+        rows = await self._select(
+            "SELECT seq, kind, key FROM outbox WHERE store = %(store)s ORDER BY seq "
+            "LIMIT %(limit)s",
+            {"store": store, "limit": limit},
+        )
+        return [
+            OutboxItem(seq=seq, store=store, kind=kind, key=tuple(json.loads(key)))
+            for seq, kind, key in rows
+        ]
+
+    async def acknowledge(self, store: str, items: Sequence[OutboxItem]) -> None:
+        """Delete applied outbox entries."""
+        if not items or not q.storable(store):
+            return
+        async with self._connection() as conn:
+            await conn.execute(
+                "DELETE FROM outbox WHERE store = %s AND seq = ANY(%s::bigint[])",
+                (store, [i.seq for i in items]),
+            )
+
+    async def load_chunks(self, state_keys: Sequence[tuple[str, int]]) -> list[ChunkRecord]:
+        """Chunks of the given states, with metadata from their state rows."""
+        keys = [(eid, int(v)) for eid, v in state_keys if q.storable(eid)]
+        if not keys:
+            return []
+        rows = await self._select(
+            q.LOAD_CHUNKS, {"eids": [k[0] for k in keys], "vers": [k[1] for k in keys]}
+        )
+        return [
+            ChunkRecord(
+                chunk_id=chunk_id(r[0], r[1], r[2]),
+                element_id=r[0],
+                version=r[1],
+                index=r[2],
+                text=r[3],
+                embedding=None if r[4] is None else r[4].to_list(),
+                element_type=r[5],
+                name=r[6],
+                sensitivity_rank=r[7],
+                scope=r[8],
+                valid_from=r[9],
+                valid_to=r[10],
+                filter_values=r[11],
+            )
+            for r in rows
+        ]
+
+    async def load_edges(self, keys: Sequence[tuple[str, str, str]]) -> list[GraphEdge]:
+        """Edges by key, with their current validity."""
+        wanted = [k for k in keys if all(q.storable(part) for part in k)]
+        if not wanted:
+            return []
+        rows = await self._select(
+            q.LOAD_EDGES,
+            {
+                "s": [k[0] for k in wanted],
+                "r": [k[1] for k in wanted],
+                "t": [k[2] for k in wanted],
+            },
+        )
+        return [pv.edge(r) for r in rows]
+
+    async def counts(self) -> Mapping[str, int]:
+        """Row counts for `stats`."""
+        states, elements, chunks, edges, pending = (await self._select(q.COUNTS))[0]
+        return {
+            "states": states,
+            "elements": elements,
+            "chunks": chunks,
+            "edges": edges,
+            "pending": pending,
+        }
+
+    async def expected_chunks(self) -> dict[str, int]:
+        """Every chunk id with its state's `valid_to`."""
+        return dict(await self._select(q.EXPECTED_CHUNKS))
+
+    async def expected_edges(self) -> dict[tuple[str, str, str], tuple[int, int]]:
+        """Every edge key with its `(valid_from, valid_to)`."""
+        rows = await self._select(q.EXPECTED_EDGES)
+        return {(s, r, t): (vf, vt) for s, r, t, vf, vt in rows}
+
+    async def live_element_ids(self, prefix: str) -> list[str]:
+        """Current, non-tombstoned ids starting with `prefix`, sorted by code point."""
+        if not q.storable(prefix):
+            return []
+        return [row[0] for row in await self._select(q.LIVE_ELEMENT_IDS, {"prefix": prefix})]
+
+    async def latest_versions(self) -> dict[str, int]:
+        """Every element id with its newest version (tombstones included)."""
+        return dict(await self._select(q.LATEST_VERSIONS))
+
+    async def pending_counts(self) -> dict[str, int]:
+        """Outbox entries per store."""
+        return dict(await self._select(q.PENDING_COUNTS))
+
+    async def enqueue(
+        self, store: str, kind: Literal["state", "edge"], keys: Sequence[tuple[str | int, ...]]
+    ) -> None:
+        """Add outbox entries for `store`, as a commit would have."""
+        if not q.storable(store):
+            raise UserError("PostgreSQL cannot store this store name", field="store", value=store)
+        await self._write_many(q.INSERT_OUTBOX, [(store, kind, json.dumps(list(k))) for k in keys])

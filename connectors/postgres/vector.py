@@ -1,0 +1,133 @@
+"""The PostgreSQL vector store: pgvector HNSW with iterative scans and an exact fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from connectors.base import VectorCapable
+from connectors.contract.errors import ConnectorError
+from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
+from connectors.postgres import sql as q
+from connectors.postgres import values as pv
+from connectors.postgres.store import PostgresStore
+
+
+class PostgresVectorLeg(PostgresStore, VectorCapable):
+    """VectorCapable over the `vector_chunks` table."""
+
+    async def upsert_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
+        """Insert or replace chunks (embedding and metadata) by chunk id."""
+        missing = [c.chunk_id for c in chunks if c.embedding is None]
+        if missing:
+            raise ConnectorError(self.name, f"chunks without embeddings: {missing[:3]}")
+        wrong = [c.chunk_id for c in chunks if len(c.embedding or ()) != self._dimension]
+        if wrong:
+            raise ConnectorError(
+                self.name, f"embeddings not of dimension {self._dimension}: {wrong[:3]}"
+            )
+        pv.reject_unstorable_chunks(chunks)
+        await self._write_many(
+            q.UPSERT_VECTOR_CHUNK,
+            [
+                (
+                    c.chunk_id,
+                    c.element_id,
+                    c.version,
+                    c.element_type,
+                    c.sensitivity_rank,
+                    c.scope,
+                    c.valid_from,
+                    c.valid_to,
+                    Jsonb(dict(c.filter_values)),
+                    c.text,
+                    pv.vector(c.embedding or ()),
+                )
+                for c in pv.last_per_id(chunks)
+            ],
+        )
+
+    async def delete_chunks(self, element_ids: Sequence[str]) -> None:
+        """Delete every chunk of the elements."""
+        ids = pv.storable(element_ids)
+        if ids:
+            async with self._connection() as conn:
+                await conn.execute(
+                    "DELETE FROM vector_chunks WHERE element_id = ANY(%s::text[])", (ids,)
+                )
+
+    async def delete_chunk_ids(self, chunk_ids: Sequence[str]) -> None:
+        """Delete chunks by id."""
+        ids = pv.storable(chunk_ids)
+        if ids:
+            async with self._connection() as conn:
+                await conn.execute(
+                    "DELETE FROM vector_chunks WHERE chunk_id = ANY(%s::text[])", (ids,)
+                )
+
+    async def chunk_states(self) -> dict[str, int]:
+        """Every stored chunk id with its `valid_to`."""
+        return dict(await self._select("SELECT chunk_id, valid_to FROM vector_chunks"))
+
+    async def vector_search(
+        self, embedding: Sequence[float], k: int, search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        """The `k` nearest chunks that pass the filter; score = 1 - cosine distance.
+
+        The HNSW index is scanned iteratively with the filter applied inside the scan
+        (`hnsw.iterative_scan = relaxed_order`), and the rows found are put back in exact
+        order. When the scan stops short of `k` (its `max_scan_tuples` budget spent on
+        invisible chunks, or fewer than `k` visible chunks exist), an exact search under
+        the same filter gives the answer; with `exact=True` only the exact search runs.
+
+        The HNSW query runs with sequential and bitmap scans off (`APPROXIMATE_SETTINGS`
+        says why), so a small table is searched through the index too.
+        """
+        if len(embedding) != self._dimension:
+            raise ConnectorError(
+                self.name, f"query embedding has {len(embedding)} dimensions, not {self._dimension}"
+            )
+        if k <= 0:
+            return []
+        where, params = q.compile_filter(search_filter, table="v")
+        params.update(q=pv.vector(embedding), k=int(k))
+        async with self._connection() as conn, conn.transaction():
+            rows: list[Any] = []
+            if not self._exact:
+                await conn.execute(
+                    q.APPROXIMATE_SETTINGS,
+                    (str(max(self._ef_search, min(int(k), 1000))), str(self._max_scan_tuples)),
+                )
+                cur = await conn.execute(q.nearest_sql(where, exact=False).encode(), params)
+                rows = await cur.fetchall()
+            if len(rows) < k:
+                await conn.execute(q.EXACT_SETTINGS)
+                cur = await conn.execute(q.nearest_sql(where, exact=True).encode(), params)
+                rows = await cur.fetchall()
+        return [
+            ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=float(r[4]))
+            for r in rows
+        ]
+
+    async def vector_scores(
+        self, embedding: Sequence[float], element_ids: Sequence[str], search_filter: SearchFilter
+    ) -> list[ChunkHit]:
+        """The passing chunks of these elements, by exact cosine similarity, best first."""
+        if len(embedding) != self._dimension:
+            raise ConnectorError(
+                self.name, f"query embedding has {len(embedding)} dimensions, not {self._dimension}"
+            )
+        ids = pv.storable(element_ids)
+        if not ids:
+            return []
+        where, params = q.compile_filter(search_filter, table="v")
+        params.update(q=pv.vector(embedding), ids=ids)
+        async with self._connection() as conn:
+            cur = await conn.execute(q.scores_sql(where).encode(), params)
+            rows = await cur.fetchall()
+        return [
+            ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=float(r[4]))
+            for r in rows
+        ]

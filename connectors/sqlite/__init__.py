@@ -1,0 +1,26 @@
+"""SQLite, the embedded profile's system of record and lexical leg.
+
+`connector` is the RelationalCapable and TextCapable connector; `schema` its tables and
+statements, `text` the BM25 leg, `connections` the writer and per-thread readers it shares
+with the Chroma chunk directory.
+The connector classes load on first use, so that importing a helper module of this package
+does not import the backend's library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from connectors.sqlite.connector import SQLiteConnector
+
+__all__ = [
+    "SQLiteConnector",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("connectors.sqlite.connector"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

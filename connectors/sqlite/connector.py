@@ -1,0 +1,445 @@
+"""SQLite: the embedded system of record (RelationalCapable) and a BM25 lexical leg.
+
+One database file. Writes go through one connection under a lock (SQLite has one writer);
+reads use a connection per worker thread, which WAL mode lets run beside the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+
+from connectors.analyzer import query_terms
+from connectors.base import Connector, RelationalCapable, TextCapable
+from connectors.contract.errors import ConnectorError
+from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
+from connectors.contract.system_of_record import (
+    OutboxItem,
+    StateClearance,
+    StoredState,
+    WriteBatch,
+    chunk_id,
+    clearance_from_row,
+    state_from_row,
+)
+from connectors.sql_filters import compile_filter
+from connectors.sqlite import text as sqlite_text
+from connectors.sqlite.connections import SQLiteConnections
+from connectors.sqlite.schema import (
+    CLEARANCE_COLUMNS,
+    EXPECTED_CHUNKS_SQL,
+    EXPECTED_EDGES_SQL,
+    LATEST_VERSIONS_SQL,
+    LIVE_EDGES_SQL,
+    PENDING_COUNTS_SQL,
+    SCHEMA,
+    STATE_COLUMNS,
+    TEXT_INDEX_DRIFT_SQL,
+    VISIBLE_STATS_SQL,
+    state_rows_sql,
+)
+
+T = TypeVar("T")
+_WORKERS = 4  # reader threads (each with its own connection) beside the one writer
+
+
+class SQLiteConnector(Connector, RelationalCapable, TextCapable):
+    """System of record and lexical leg in one SQLite file.
+
+    Args:
+        path: the database file (its folder is created).
+    """
+
+    name = "sqlite"
+
+    def __init__(self, path: str | Path) -> None:
+        self._path = Path(path)
+        self._db = SQLiteConnections(
+            self._path,
+            not_open=lambda: ConnectorError(self.name, "not connected: call connect() first"),
+        )
+        self._local = threading.local()  # per-thread caches (visible statistics)
+        # Our own worker threads, so that close() can wait for the calls still running: a
+        # caller whose task was cancelled leaves its thread using a connection.
+        self._executor: ThreadPoolExecutor | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def connect(self) -> None:
+        """Create the file and the schema if missing."""
+        if self._db.is_open:
+            return
+        await self._run(lambda: self._db.open(_set_up))
+
+    async def close(self) -> None:
+        """Close every connection, once the calls still running in worker threads are done."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        self._db.close()
+        self._local = threading.local()
+
+    def _reader(self) -> sqlite3.Connection:
+        return self._db.reader()
+
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.transaction()
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="uda-sqlite")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        except sqlite3.Error as exc:
+            raise ConnectorError(self.name, f"{type(exc).__name__}: {exc}") from exc
+
+    # -- system of record -----------------------------------------------------------------
+    async def commit(self, batch: WriteBatch) -> None:
+        """Write states, chunks, retirements, edges and outbox entries in one transaction."""
+        await self._run(lambda: self._commit(batch))
+
+    def _commit(self, batch: WriteBatch) -> None:
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE states SET valid_to = ? WHERE element_id = ? AND version = ?",
+                [(valid_to, eid, version) for eid, version, valid_to in batch.retire],
+            )
+            # Plain INSERT: a concurrent writer that took the same version fails loudly.
+            conn.executemany(
+                "INSERT INTO states VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        s.element_id,
+                        s.version,
+                        s.hlc,
+                        s.valid_to,
+                        s.element_type,
+                        s.name,
+                        s.sensitivity_rank,
+                        s.scope,
+                        s.timestamp_ms,
+                        int(s.tombstone),
+                        s.content_hash,
+                        json.dumps(dict(s.payload)),
+                        json.dumps(dict(s.filter_values)),
+                    )
+                    for s in batch.states
+                ],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?)",
+                [
+                    (
+                        c.chunk_id,
+                        c.element_id,
+                        c.version,
+                        c.index,
+                        c.text,
+                        None
+                        if c.embedding is None
+                        else np.asarray(c.embedding, dtype=np.float32).tobytes(),
+                    )
+                    for c in batch.chunks
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO edges VALUES (?,?,?,?,?) ON CONFLICT DO UPDATE SET "
+                "valid_from = excluded.valid_from, valid_to = excluded.valid_to",
+                [
+                    (e.source_id, e.relation, e.target_id, e.valid_from, e.valid_to)
+                    for e in batch.edges
+                ],
+            )
+            state_keys = {(s.element_id, s.version) for s in batch.states}
+            state_keys |= {(eid, version) for eid, version, _ in batch.retire}
+            outbox: list[tuple[str, str, str]] = []
+            for store in batch.stores:
+                outbox += [(store, "state", json.dumps(k)) for k in sorted(state_keys)]
+                outbox += [(store, "edge", json.dumps(e.key)) for e in batch.edges]
+            conn.executemany("INSERT INTO outbox (store, kind, key) VALUES (?,?,?)", outbox)
+            if batch.hlc:
+                conn.execute(
+                    "INSERT INTO meta VALUES ('hlc', ?) ON CONFLICT DO UPDATE SET "
+                    "value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                    (str(batch.hlc),),
+                )
+
+    async def latest_states(self, element_ids: Sequence[str]) -> dict[str, StoredState]:
+        """The newest state of each id (tombstones included)."""
+        return await self._run(lambda: self._states(element_ids, None))
+
+    async def fetch(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
+        """Each id's state as of `as_of`, with the newest state's clearance, in one query."""
+        return await self._run(lambda: self._states(element_ids, as_of))
+
+    async def fetch_clearances(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StateClearance]:
+        """Each id's clearance as of `as_of` and its newest, from the covering index only."""
+        return await self._run(lambda: self._clearances(element_ids, as_of))
+
+    def _clearances(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StateClearance]:
+        rows = self._state_rows(CLEARANCE_COLUMNS, element_ids, as_of)
+        return {row[0]: clearance_from_row(row) for row in rows}
+
+    def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
+        rows = self._state_rows(STATE_COLUMNS, element_ids, as_of)
+        return {row[0]: state_from_row(row) for row in rows}
+
+    def _state_rows(
+        self, columns: str, element_ids: Sequence[str], as_of: int | None
+    ) -> list[tuple[Any, ...]]:
+        if not element_ids:
+            return []
+        return (
+            self._reader()
+            .execute(
+                state_rows_sql(columns, as_of),
+                (json.dumps(list(element_ids)), OPEN if as_of is None else as_of),
+            )
+            .fetchall()
+        )
+
+    async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
+        """Current edges touching any of the ids."""
+        rows = await self._select(LIVE_EDGES_SQL, (json.dumps(list(element_ids)), OPEN))
+        return [_edge(r) for r in rows]
+
+    async def last_hlc(self) -> int:
+        """The highest HLC committed."""
+        rows = await self._select("SELECT value FROM meta WHERE key = 'hlc'")
+        return int(rows[0][0]) if rows else 0
+
+    async def pending(self, store: str, limit: int) -> list[OutboxItem]:
+        """Outbox entries for `store`, oldest first."""
+        rows = await self._select(
+            "SELECT seq, kind, key FROM outbox WHERE store = ? ORDER BY seq LIMIT ?", (store, limit)
+        )
+        return [
+            OutboxItem(seq=seq, store=store, kind=kind, key=tuple(json.loads(key)))
+            for seq, kind, key in rows
+        ]
+
+    async def acknowledge(self, store: str, items: Sequence[OutboxItem]) -> None:
+        """Delete applied outbox entries."""
+        await self._write_many(
+            "DELETE FROM outbox WHERE store = ? AND seq = ?", [(store, i.seq) for i in items]
+        )
+
+    async def load_chunks(self, state_keys: Sequence[tuple[str, int]]) -> list[ChunkRecord]:
+        """Chunks of the given states, with metadata from their state rows."""
+
+        def query() -> list[ChunkRecord]:
+            # DISTINCT: a drain page may name a state twice (a repair re-sends a pending key),
+            # and a store must not get the same chunk twice in one upsert.
+            rows = self._reader().execute(
+                """WITH keys(eid, ver) AS (
+                       SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                       FROM json_each(?))
+                   SELECT c.element_id, c.version, c.idx, c.text, c.embedding, s.element_type,
+                          s.name, s.sensitivity_rank, s.scope, s.hlc, s.valid_to, s.filter_values
+                   FROM keys JOIN chunks c ON c.element_id = keys.eid AND c.version = keys.ver
+                   JOIN states s ON s.element_id = c.element_id AND s.version = c.version
+                   ORDER BY c.element_id, c.version, c.idx""",
+                (json.dumps([list(k) for k in state_keys]),),
+            )
+            return [
+                ChunkRecord(
+                    chunk_id=chunk_id(r[0], r[1], r[2]),
+                    element_id=r[0],
+                    version=r[1],
+                    index=r[2],
+                    text=r[3],
+                    embedding=None
+                    if r[4] is None
+                    else np.frombuffer(r[4], dtype=np.float32).tolist(),
+                    element_type=r[5],
+                    name=r[6],
+                    sensitivity_rank=r[7],
+                    scope=r[8],
+                    valid_from=r[9],
+                    valid_to=r[10],
+                    filter_values=json.loads(r[11]),
+                )
+                for r in rows
+            ]
+
+        return await self._run(query)
+
+    async def load_edges(self, keys: Sequence[tuple[str, str, str]]) -> list[GraphEdge]:
+        """Edges by key, with their current validity."""
+
+        def query() -> list[GraphEdge]:
+            rows = self._reader().execute(
+                """WITH keys(s, r, t) AS (
+                       SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+                              json_extract(value, '$[2]') FROM json_each(?))
+                   SELECT e.source_id, e.relation, e.target_id, e.valid_from, e.valid_to
+                   FROM keys JOIN edges e
+                     ON e.source_id = keys.s AND e.relation = keys.r AND e.target_id = keys.t""",
+                (json.dumps([list(k) for k in keys]),),
+            )
+            return [_edge(r) for r in rows]
+
+        return await self._run(query)
+
+    async def counts(self) -> Mapping[str, int]:
+        """Row counts for `stats`."""
+
+        def query() -> dict[str, int]:
+            conn = self._reader()
+            one: Callable[[str], int] = lambda sql: int(conn.execute(sql).fetchone()[0])  # noqa: E731
+            return {
+                "states": one("SELECT count(*) FROM states"),
+                "elements": one(
+                    f"SELECT count(*) FROM states WHERE valid_to = {OPEN} AND NOT tombstone"  # noqa: S608
+                ),
+                "chunks": one("SELECT count(*) FROM chunks"),
+                "edges": one(f"SELECT count(*) FROM edges WHERE valid_to = {OPEN}"),  # noqa: S608
+                "pending": one("SELECT count(*) FROM outbox"),
+            }
+
+        return await self._run(query)
+
+    # -- consistency: what the derived stores should hold (uda/consistency.py) -------------
+    async def expected_chunks(self) -> dict[str, int]:
+        """Every chunk id with its state's `valid_to`."""
+        return dict(await self._select(EXPECTED_CHUNKS_SQL))
+
+    async def expected_edges(self) -> dict[tuple[str, str, str], tuple[int, int]]:
+        """Every edge key with its `(valid_from, valid_to)`."""
+        return {(s, r, t): (vf, vt) for s, r, t, vf, vt in await self._select(EXPECTED_EDGES_SQL)}
+
+    async def live_element_ids(self, prefix: str) -> list[str]:
+        """Current, non-tombstoned ids starting with `prefix`, sorted."""
+        rows = await self._select(
+            f"SELECT element_id FROM states WHERE valid_to = {OPEN} AND NOT tombstone "  # noqa: S608
+            "AND substr(element_id, 1, length(?1)) = ?1 ORDER BY element_id",
+            (prefix,),
+        )
+        return [row[0] for row in rows]
+
+    async def latest_versions(self) -> dict[str, int]:
+        """Every element id with its newest version (tombstones included)."""
+        return dict(await self._select(LATEST_VERSIONS_SQL))
+
+    async def pending_counts(self) -> dict[str, int]:
+        """Outbox entries per store."""
+        return dict(await self._select(PENDING_COUNTS_SQL))
+
+    async def enqueue(
+        self, store: str, kind: Literal["state", "edge"], keys: Sequence[tuple[str | int, ...]]
+    ) -> None:
+        """Add outbox entries for `store`, as a commit would have."""
+        await self._write_many(
+            "INSERT INTO outbox (store, kind, key) VALUES (?,?,?)",
+            [(store, kind, json.dumps(list(k))) for k in keys],
+        )
+
+    async def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return await self._run(lambda: self._reader().execute(sql, params).fetchall())
+
+    async def _write_many(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        def write() -> None:
+            with self._transaction() as conn:
+                conn.executemany(sql, rows)
+
+        await self._run(write)
+
+    # -- lexical leg ------------------------------------------------------------------------
+    async def upsert_text_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
+        """Insert or replace chunks and their terms."""
+
+        def write() -> None:
+            with self._transaction() as conn:
+                sqlite_text.index_chunks(conn, chunks)
+
+        await self._run(write)
+
+    async def text_chunk_states(self) -> dict[str, int]:
+        """Every chunk id in the text index with its `valid_to`."""
+        return dict(await self._select("SELECT chunk_id, valid_to FROM text_chunks"))
+
+    async def delete_text_chunks(self, chunk_ids: Sequence[str]) -> None:
+        """Delete chunks by id (the trigger drops their term rows)."""
+        await self._write_many(
+            "DELETE FROM text_chunks WHERE chunk_id = ?", [(cid,) for cid in chunk_ids]
+        )
+
+    async def text_index_drift(self) -> int:
+        """Chunks whose term rows do not add up to their length, plus orphaned term rows."""
+        return int((await self._select(TEXT_INDEX_DRIFT_SQL))[0][0])
+
+    async def rebuild_text_index(self) -> None:
+        """Recompute every chunk's terms and length from its stored text."""
+
+        def write() -> None:
+            with self._transaction() as conn:
+                sqlite_text.rebuild_terms(conn)
+
+        await self._run(write)
+
+    async def text_search(self, query: str, k: int, search_filter: SearchFilter) -> list[ChunkHit]:
+        """BM25 over chunk names and text, with the statistics of the visible chunks only."""
+        terms = query_terms(query)
+        if not terms or k <= 0:
+            return []
+        where, params = compile_filter(search_filter, table="t")
+
+        def query_rows() -> list[ChunkHit]:
+            conn = self._reader()
+            n_docs, avg_len = self._visible_stats(conn, where, params)
+            if not n_docs:
+                return []
+            best = sqlite_text.best_chunks(conn, terms, where, params, n_docs, avg_len, k)
+            return [
+                ChunkHit(chunk_id=c, element_id=e, version=v, text=t, score=score)
+                for c, e, v, t, score in best
+            ]
+
+        return await self._run(query_rows)
+
+    def _visible_stats(
+        self, conn: sqlite3.Connection, where: str, params: Sequence[Any]
+    ) -> tuple[int, float]:
+        """Count and average length of the visible chunks, cached until the file changes.
+
+        `PRAGMA data_version` changes whenever another connection (this process's writer, or
+        another process) commits, so a cached value is never served stale.
+        """
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        cache: dict[tuple[str, tuple[Any, ...]], tuple[int, int, float]]
+        cache = getattr(self._local, "stats", None) or {}
+        self._local.stats = cache
+        key = (where, tuple(params))
+        hit = cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1], hit[2]
+        n_docs, avg_len = conn.execute(
+            VISIBLE_STATS_SQL.format(where=where), tuple(params)
+        ).fetchone()
+        if len(cache) > 256:
+            cache.clear()
+        cache[key] = (version, int(n_docs), float(avg_len or 0.0))
+        return int(n_docs), float(avg_len or 0.0)
+
+
+def _edge(row: Any) -> GraphEdge:
+    return GraphEdge(
+        source_id=row[0], relation=row[1], target_id=row[2], valid_from=row[3], valid_to=row[4]
+    )
+
+
+def _set_up(writer: sqlite3.Connection) -> None:
+    writer.executescript(SCHEMA)
+    sqlite_text.upgrade(writer)

@@ -1,0 +1,176 @@
+"""SQL of the SQLite connector: the schema, and the lexical leg's fixed statements."""
+
+from __future__ import annotations
+
+from connectors.contract.records import OPEN
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS states (
+    element_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    hlc INTEGER NOT NULL,
+    valid_to INTEGER NOT NULL,
+    element_type TEXT NOT NULL,
+    name TEXT NOT NULL,
+    sensitivity_rank INTEGER NOT NULL,
+    scope TEXT,
+    timestamp_ms INTEGER NOT NULL,
+    tombstone INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    filter_values TEXT NOT NULL,
+    PRIMARY KEY (element_id, version)
+) WITHOUT ROWID;
+-- Current and as-of lookups, covering what clearance reads: a search checks the clearance of
+-- every node its expansion reached without reading those rows (payloads make them wide).
+CREATE INDEX IF NOT EXISTS states_clearance
+    ON states (element_id, valid_to, hlc, sensitivity_rank, scope, tombstone);
+DROP INDEX IF EXISTS states_current;
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id TEXT PRIMARY KEY,
+    element_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS chunks_state ON chunks (element_id, version);
+CREATE TABLE IF NOT EXISTS edges (
+    source_id TEXT NOT NULL,
+    relation TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    valid_from INTEGER NOT NULL,
+    valid_to INTEGER NOT NULL,
+    PRIMARY KEY (source_id, relation, target_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS edges_target ON edges (target_id);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    store TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS outbox_store ON outbox (store, seq);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS text_chunks (
+    rowid INTEGER PRIMARY KEY,
+    chunk_id TEXT NOT NULL UNIQUE,
+    element_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    element_type TEXT NOT NULL,
+    sensitivity_rank INTEGER NOT NULL,
+    scope TEXT,
+    valid_from INTEGER NOT NULL,
+    valid_to INTEGER NOT NULL,
+    filter_values TEXT NOT NULL,
+    name TEXT NOT NULL,
+    text TEXT NOT NULL,
+    length INTEGER NOT NULL
+);
+-- The lexical index: one row per (term, chunk) with the term's frequency; the terms come
+-- from connectors/analyzer.py, the same on every backend.
+CREATE TABLE IF NOT EXISTS chunk_terms (
+    term TEXT NOT NULL,
+    doc INTEGER NOT NULL,
+    tf INTEGER NOT NULL,
+    PRIMARY KEY (term, doc)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chunk_terms_doc ON chunk_terms (doc);
+CREATE TRIGGER IF NOT EXISTS text_chunks_terms_ad AFTER DELETE ON text_chunks BEGIN
+    DELETE FROM chunk_terms WHERE doc = old.rowid;
+END;
+"""
+
+# Stores made before the shared analyzer kept an FTS5 index; it goes, and the terms are rebuilt.
+LEGACY_FTS = (
+    "DROP TRIGGER IF EXISTS text_chunks_ai",
+    "DROP TRIGGER IF EXISTS text_chunks_ad",
+    "DROP TABLE IF EXISTS text_vocab",
+    "DROP TABLE IF EXISTS text_fts",
+)
+
+# BM25 (Lucene's idf) with the statistics of the chunks the caller may see, not of the whole
+# index: FTS5's own bm25() counts hidden chunks in idf and average length, so adding a hidden
+# document would move a caller's scores (docs/adr/0005-lexical-statistics-per-caller.md).
+VISIBLE_STATS_SQL = "SELECT count(*), avg(length) FROM text_chunks t WHERE {where}"
+# Scored inside SQLite: the statement runs without the GIL, beside the vector leg's query,
+# and returns `k` rows instead of every occurrence of every term (1,400 at 100k chunks).
+# Parameters in order: the terms (JSON), the filter's, the visible count, the visible
+# average length, `k`. `ln` runs once per term; the formula and tie order are
+# `connectors.bm25.bm25_top`'s, which is the reference the tests hold this to.
+BM25_SQL = """
+WITH terms(term) AS (SELECT DISTINCT value FROM json_each(?)),
+occ AS MATERIALIZED (
+    SELECT c.doc, c.term, c.tf, t.length, t.chunk_id
+    FROM terms JOIN chunk_terms c ON c.term = terms.term
+    JOIN text_chunks t ON t.rowid = c.doc
+    WHERE {where}
+),
+idf AS MATERIALIZED (
+    SELECT term, ln(1 + (? - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM occ GROUP BY term
+),
+best AS MATERIALIZED (
+    SELECT occ.doc, max(occ.chunk_id) AS chunk_id,
+           sum(idf.idf * occ.tf * ({k1} + 1)
+               / (occ.tf + {k1} * (1 - {b} + {b} * occ.length / ?))) AS score
+    FROM occ JOIN idf ON idf.term = occ.term
+    GROUP BY occ.doc
+    ORDER BY score DESC, chunk_id
+    LIMIT ?
+)
+SELECT best.chunk_id, t.element_id, t.version, t.text, best.score
+FROM best JOIN text_chunks t ON t.rowid = best.doc
+ORDER BY best.score DESC, best.chunk_id
+"""
+
+LIVE_EDGES_SQL = """
+SELECT source_id, relation, target_id, valid_from, valid_to FROM edges
+WHERE valid_to = ?2 AND (
+    source_id IN (SELECT value FROM json_each(?1))
+    OR target_id IN (SELECT value FROM json_each(?1)))
+"""
+
+# What the derived stores should hold (uda/consistency.py), each in one statement.
+EXPECTED_CHUNKS_SQL = """
+SELECT c.chunk_id, s.valid_to FROM chunks c
+JOIN states s ON s.element_id = c.element_id AND s.version = c.version
+"""
+EXPECTED_EDGES_SQL = "SELECT source_id, relation, target_id, valid_from, valid_to FROM edges"
+LATEST_VERSIONS_SQL = "SELECT element_id, max(version) FROM states GROUP BY element_id"
+PENDING_COUNTS_SQL = "SELECT store, count(*) FROM outbox GROUP BY store"
+# A chunk whose term rows do not add up to its length lost (or gained) index entries; term
+# rows without a chunk would lend their terms to whichever chunk reuses the rowid.
+TEXT_INDEX_DRIFT_SQL = """
+SELECT (SELECT count(*) FROM text_chunks t
+        WHERE t.length <> coalesce((SELECT sum(c.tf) FROM chunk_terms c WHERE c.doc = t.rowid), 0))
+     + (SELECT count(*) FROM chunk_terms c
+        WHERE NOT EXISTS (SELECT 1 FROM text_chunks t WHERE t.rowid = c.doc))
+"""
+
+
+STATE_COLUMNS = (
+    "s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name, s.sensitivity_rank, "
+    "s.scope, s.timestamp_ms, s.tombstone, s.content_hash, s.payload, s.filter_values"
+)
+CLEARANCE_COLUMNS = "s.element_id, s.version, s.sensitivity_rank, s.scope, s.tombstone"
+
+
+def state_rows_sql(columns: str, as_of: int | None) -> str:
+    """`columns` of each id's state as of `?2` (now: `as_of` None), then its newest clearance.
+
+    Ids come as JSON in `?1`. With `CLEARANCE_COLUMNS` it reads the `states_clearance` index
+    only. A current state is the newest, so its clearance is the newest clearance; an older
+    one takes it from the current row.
+    """
+    if as_of is None:
+        latest, join, validity = "s.sensitivity_rank, s.scope", "", "s.valid_to = ?2"
+    else:
+        latest, validity = "l.sensitivity_rank, l.scope", "s.hlc <= ?2 AND s.valid_to > ?2"
+        join = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
+    return f"""
+WITH ids(id) AS (SELECT DISTINCT value FROM json_each(?1))
+SELECT {columns}, {latest}
+FROM ids JOIN states s ON s.element_id = ids.id
+{join}
+WHERE {validity}
+"""  # noqa: S608 - only fixed fragments are formatted in; values are parameters

@@ -1,0 +1,436 @@
+"""The `uda` command: ingest a repository, search it, check and repair the stores.
+
+Exit codes scripts can rely on: 0 success; 1 `check` found differences; 2 a usage or input
+error (bad flag, bad query, unknown clearance); 3 a backend failed; 130 interrupted.
+Errors print one line naming the problem and the fix; `--debug` prints the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from uda.agent.mcp_server import add_mcp_parser, run_mcp
+from uda.errors import ConnectorError, PlanError, UDAError, UserError
+from uda.http.serve import add_serve_parser, run_serve
+
+T = TypeVar("T")
+
+EXIT_OK, EXIT_DIFFERENCES, EXIT_USAGE, EXIT_BACKEND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+EPILOG = """\
+examples:
+  uda ingest .                                  index this repository (docs, ADRs, history)
+  uda search "why do we retry payments?"        top results as a table (internal clearance)
+  uda search "retries" --clearance public --limit 3 --format json
+  uda search "decision on storage" --filter element_type=Decision --explain
+  uda search "retries" --filter "timestamp>=2025-01-01" --depth 2
+  uda search "retries" --as-of 2025-06-01T00:00:00Z   the answer as it was then
+  uda search "retries" --format arrow --output results.arrow
+  uda check && uda sync                         verify every store, then repair
+  uda --path /data/uda stats                    use another data folder
+  uda serve --keys keys.toml --port 8080        the HTTP service (JSON and Arrow)
+  uda mcp --clearance internal                  the agent tools for an MCP client (stdio)
+
+The data folder defaults to ./.uda (or $UDA_PATH); --profile names a .toml profile.
+"""
+
+
+class CliError(UserError):
+    """A usage mistake the command line itself detects."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="uda",
+        description="UDA: one clearance-aware search over your documents, decisions and "
+        "their graph.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--path",
+        type=Path,
+        default=None,
+        help="data folder of the embedded profile (default: $UDA_PATH or ./.uda)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="a .toml profile naming connectors and search defaults",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    ingest = commands.add_parser(
+        "ingest",
+        help="index a folder or git repository (incremental)",
+        description="Load documents, decision records (docs/adr, docs/decisions) and git "
+        "authors from PATH and write what changed. Files that disappeared since the last "
+        "run become tombstones.",
+    )
+    ingest.add_argument("source", type=Path, metavar="PATH")
+    ingest.add_argument("--include-code", action="store_true", help="index source code too")
+    ingest.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="a .uda-policy.toml giving sensitivity and scope by path glob",
+    )
+    ingest.add_argument(
+        "--keep-deleted",
+        action="store_true",
+        help="do not tombstone elements whose files disappeared",
+    )
+    ingest.add_argument("--batch", type=int, default=64, help="elements per write batch")
+
+    search = commands.add_parser(
+        "search",
+        help="ask a question",
+        description="Search every backend; results respect the clearance you give.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("--limit", type=int, default=5, help="results to return (1-100)")
+    search.add_argument(
+        "--clearance",
+        action="append",
+        default=None,
+        metavar="ENTRY",
+        help="a level (public, internal, confidential, restricted) or "
+        "project:<name> / project:*; repeat or comma-separate "
+        "(default: internal)",
+    )
+    search.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="FIELD[OP]VALUE",
+        help="e.g. element_type=Decision, status=accepted, "
+        "timestamp>=2025-01-01; OP is one of = != > >= < <=",
+    )
+    search.add_argument(
+        "--type",
+        action="append",
+        default=None,
+        dest="element_types",
+        metavar="TYPE",
+        help="only these element types (Document, Decision...)",
+    )
+    search.add_argument("--depth", type=int, default=1, help="graph hops for context (0-2)")
+    search.add_argument(
+        "--as-of",
+        default=None,
+        metavar="WHEN",
+        help="an ISO datetime or an HLC stamp: search the state of that time",
+    )
+    search.add_argument("--format", choices=["table", "json", "arrow"], default="table")
+    search.add_argument(
+        "--output", type=Path, default=None, help="write to this file instead of standard output"
+    )
+    search.add_argument(
+        "--explain", action="store_true", help="show the plan and every leg's rank and contribution"
+    )
+
+    commands.add_parser(
+        "check",
+        help="compare every store with the system of record",
+        description="Exit 1 and list the differences if any store disagrees.",
+    )
+    commands.add_parser(
+        "sync",
+        help="repair the stores from the system of record",
+        description="Finish interrupted writes and repair every difference `check` reports.",
+    )
+    commands.add_parser("stats", help="counts of elements, chunks, edges, pending writes")
+    ontology = commands.add_parser("ontology", help="the element model")
+    ontology_commands = ontology.add_subparsers(dest="ontology_command", required=True)
+    export = ontology_commands.add_parser("export", help="JSON Schema of every element type")
+    export.add_argument("--output", type=Path, default=None)
+    commands.add_parser("demo", help="ingest this project's own docs and answer questions")
+    services = commands.add_parser(
+        "services",
+        help="start or stop the server profile's databases (no Docker needed)",
+        description="Start PostgreSQL+pgvector and ArcadeDB (and, with --with-chroma, a "
+        "Chroma server) on loopback from the installed packages, with generated credentials "
+        "and data under --root; `up` writes <root>/server.toml, a profile to pass as "
+        "`uda --profile <root>/server.toml ...`.",
+    )
+    services.add_argument("action", choices=["up", "down", "status"])
+    services.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="where the servers keep their data (default: <data folder>/services)",
+    )
+    services.add_argument(
+        "--with-chroma",
+        action="store_true",
+        help="also start a Chroma server as a second vector store",
+    )
+    services.add_argument(
+        "--purge",
+        action="store_true",
+        help="with `down`: also delete the servers' data and the profile (cannot be undone)",
+    )
+    add_serve_parser(commands)
+    add_mcp_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("uda: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except UserError as exc:
+        return _fail(args, exc, EXIT_USAGE)
+    except (ConnectorError, PlanError, UDAError) as exc:
+        return _fail(args, exc, EXIT_BACKEND, hint="run `uda check`; --debug shows details")
+    except OSError as exc:
+        return _fail(args, exc, EXIT_USAGE)
+
+
+def _fail(args: argparse.Namespace, exc: BaseException, code: int, hint: str = "") -> int:
+    if args.debug:
+        traceback.print_exc()
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    print(f"uda: error: {message}" + (f" ({hint})" if hint else ""), file=sys.stderr)
+    return code
+
+
+def _connect(args: argparse.Namespace) -> Any:
+    import uda
+
+    if args.profile is not None:
+        return uda.connect(args.profile, path=args.path)
+    return uda.connect(path=args.path or os.environ.get("UDA_PATH") or ".uda")
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        from uda.demo import main as demo_main
+
+        return demo_main()
+    if args.command == "services":
+        return _services(args)
+    if args.command == "mcp":
+        return run_mcp(args)
+    if args.command == "serve":
+        return run_serve(args)
+    if args.command == "ontology":
+        from ontology import json_schema
+
+        _emit(json.dumps(json_schema(), indent=2), args.output)
+        return EXIT_OK
+    with _connect(args) as client:
+        if args.command == "ingest":
+            return _ingest(client, args)
+        if args.command == "search":
+            return _search(client, args)
+        if args.command == "check":
+            report = client.check()
+            print(report)
+            return EXIT_OK if report.clean else EXIT_DIFFERENCES
+        if args.command == "sync":
+            print(client.repair())
+            return EXIT_OK
+        stats = client.stats()
+        print("\n".join(f"{key:>10}: {value}" for key, value in stats.items()))
+        return EXIT_OK
+
+
+def _services(args: argparse.Namespace) -> int:
+    from uda.services import manage
+
+    data = Path(args.path or os.environ.get("UDA_PATH") or ".uda")
+    root: Path = args.root or data / "services"
+    if args.action == "up":
+        names = (*manage.DEFAULT, "chroma") if args.with_chroma else manage.DEFAULT
+        infos, profile = manage.up(root, names)
+        for name, info in infos.items():
+            print(f"{name:>9}: running on {info.host}:{info.port} (pid {info.pid})")
+        print(
+            f"profile written to {profile}\nnext: uda --profile {profile} ingest . && "
+            f'uda --profile {profile} search "..."'
+        )
+        return EXIT_OK
+    if args.action == "down":
+        stopped = manage.down(root, purge=args.purge)
+        verb = "stopped and deleted" if args.purge else "stopped"
+        print(f"{verb}: " + (", ".join(stopped) or "nothing was running"))
+        return EXIT_OK
+    states = manage.status(root)
+    if not states:
+        print(f"no services under {root}; start them with `uda services up`")
+        return EXIT_DIFFERENCES
+    for name, info in states.items():
+        print(
+            f"{name:>9}: "
+            + (f"running on {info.host}:{info.port} (pid {info.pid})" if info else "stopped")
+        )
+    return EXIT_OK if all(states.values()) else EXIT_DIFFERENCES
+
+
+def _batched(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), max(size, 1)):
+        yield items[start : start + size]
+
+
+def _ingest(client: Any, args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from uda.loaders import load_repository
+    from uda.write.writer import IngestReport
+
+    if not args.source.is_dir():
+        raise CliError(
+            f"{args.source} is not a folder: give a directory or a git repository",
+            field="PATH",
+            value=str(args.source),
+        )
+    started = time.perf_counter()
+    source = load_repository(args.source, include_code=args.include_code, policy=args.policy)
+    totals = dict.fromkeys((f.name for f in fields(IngestReport)), 0)
+
+    def add(report: IngestReport) -> None:
+        for name in totals:
+            value = getattr(report, name)
+            if isinstance(value, int) and name != "hlc":
+                totals[name] += value
+
+    with tqdm(
+        total=len(source.elements),
+        unit="element",
+        desc="ingest",
+        disable=not sys.stderr.isatty(),
+        file=sys.stderr,
+    ) as bar:
+        for batch in _batched(source.elements, args.batch):
+            add(client.ingest(batch))
+            bar.update(len(batch))
+    add(client.ingest(relations=source.relations))
+    deleted = 0
+    if not args.keep_deleted:
+        present = {e.element_id for e in source.elements}
+        gone = [i for i in client.element_ids(prefix=source.id_prefix) if i not in present]
+        if gone:
+            deleted = client.delete(gone).deleted
+    reused = totals["chunks"] - totals["embedded"]
+    print(
+        f"{source.repository.name}: {totals['written']} elements written, "
+        f"{totals['unchanged']} unchanged, {deleted} deleted; "
+        f"{totals['chunks']} chunks ({totals['embedded']} embedded, {reused} reused); "
+        f"{totals['edges']} new edges; {len(source.skipped)} files skipped; "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+    return EXIT_OK
+
+
+def _parse_filter(text: str) -> tuple[str, dict[str, Any]]:
+    for symbol, op in (
+        ("!=", "$ne"),
+        (">=", "$gte"),
+        ("<=", "$lte"),
+        (">", "$gt"),
+        ("<", "$lt"),
+        ("=", "$eq"),
+    ):
+        field, sep, raw = text.partition(symbol)
+        if sep and field.strip():
+            return field.strip(), {op: _value(raw.strip())}
+    raise CliError(
+        f"--filter {text!r}: write FIELD=VALUE (or !=, >, >=, <, <=)", field="--filter", value=text
+    )
+
+
+def _value(raw: str) -> Any:
+    # Numbers and booleans as JSON; anything else (dates, names) stays a string.
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return value if isinstance(value, bool | int | float) else raw
+
+
+def _as_of(raw: str | None) -> int | datetime | None:
+    if raw is None:
+        return None
+    if raw.isdigit():
+        return int(raw)
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(
+            f"--as-of {raw!r}: give an ISO datetime (2025-06-01T00:00:00Z) or an HLC stamp",
+            field="--as-of",
+            value=raw,
+        ) from None
+
+
+def _search(client: Any, args: argparse.Namespace) -> int:
+    from uda.cli import render as cli_format
+
+    clearance = [
+        e.strip()
+        for entry in (args.clearance or ["internal"])
+        for e in entry.split(",")
+        if e.strip()
+    ]
+    filters: dict[str, dict[str, Any]] = {}
+    for text in args.filter:
+        field, condition = _parse_filter(text)
+        filters.setdefault(field, {}).update(condition)
+    options: dict[str, Any] = {"expand_depth": args.depth}
+    if args.element_types:
+        options["element_types"] = args.element_types
+    as_of = _as_of(args.as_of)
+    if as_of is not None:
+        options["as_of"] = as_of
+    if args.format == "arrow" and args.output is None and sys.stdout.isatty():
+        raise CliError(
+            "--format arrow writes binary: add --output FILE or pipe stdout",
+            field="--format",
+            value="arrow",
+        )
+    response = client.search(
+        args.query, limit=args.limit, clearance_scope=clearance, context_filters=filters, **options
+    )
+    if args.format == "arrow":
+        if args.output is not None:
+            with args.output.open("wb") as sink:
+                cli_format.write_arrow(response, sink)
+        else:
+            cli_format.write_arrow(response, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        return EXIT_OK
+    if args.format == "json":
+        _emit(cli_format.as_json(response, explain=args.explain), args.output)
+        return EXIT_OK
+    text = cli_format.table(response)
+    if args.explain:
+        text += "\n\n" + str(response.explain())
+    _emit(text, args.output)
+    return EXIT_OK
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        print(text)
+    else:
+        output.write_text(text + "\n")

@@ -1,0 +1,74 @@
+"""How the `uda` command prints results: a readable table, JSON, or an Arrow IPC stream."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from typing import Any, BinaryIO, cast
+
+import pyarrow as pa
+
+from uda.query.contracts import SearchResult
+from uda.query.results import SearchResponse
+
+
+def _one_line(text: str | None, width: int) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    prose = [ln for ln in lines if not ln.startswith(("#", "=", "-", "*"))] or lines or [""]
+    line = " ".join(prose)
+    return line if len(line) <= width else line[: max(width - 1, 0)] + "…"
+
+
+def _context(result: SearchResult) -> str:
+    groups: dict[str, list[str]] = {}
+    labels = {"partOf": "repo", "governedBy": "decision", "authoredBy": "author"}
+    for node in result.context_nodes:
+        if node["direction"] != "out" or node["depth"] != 1:
+            continue
+        relation = str(node["relation"])
+        label = labels.get(relation, relation)
+        groups.setdefault(label, []).append(str(node["name"]))
+    return "; ".join(f"{label}: {', '.join(names[:3])}" for label, names in groups.items())
+
+
+def table(response: SearchResponse) -> str:
+    """Score, type, name, a one-line snippet and the graph context of each result."""
+    results = response.results
+    if not results:
+        return "no results (nothing matched, or nothing your clearance may see)"
+    width = max(shutil.get_terminal_size((120, 20)).columns, 60)
+    lines: list[str] = []
+    for position, result in enumerate(results, start=1):
+        head = f"{position:>2}. {result.score:.4f}  {result.element_type:<9} {result.name}"
+        lines.append(head[:width])
+        lines.append("      " + _one_line(result.snippet, width - 6))
+        context = _context(result)
+        if context:
+            lines.append(("      " + context)[:width])
+    return "\n".join(lines)
+
+
+def as_json(response: SearchResponse, *, explain: bool) -> str:
+    """The results (and optionally the explanation) as JSON."""
+    payload: dict[str, Any] = {
+        "results": [r.model_dump(mode="json") for r in response.results],
+    }
+    if explain:
+        payload["explain"] = response.explain().to_dict()
+    return json.dumps(payload, indent=2, default=str)
+
+
+def write_arrow(response: SearchResponse, sink: BinaryIO) -> None:
+    """The results as an Arrow IPC stream in the documented result schema."""
+    table = response.to_arrow()
+    # typeshed calls stdout's buffer a BinaryIO; pyarrow's stubs want an IOBase. It is one.
+    out = pa.PythonFile(cast("Any", sink), mode="w")
+    with pa.ipc.new_stream(out, table.schema) as writer:
+        writer.write_table(table)
+
+
+def counts(title: str, values: dict[str, Any], keys: Sequence[str] | None = None) -> str:
+    """`title: a=1, b=2` for reports."""
+    shown = keys or list(values)
+    return f"{title}: " + ", ".join(f"{k}={values[k]}" for k in shown if k in values)

@@ -1,0 +1,131 @@
+"""The read seam's contract: `SearchRequest` in, `SearchResult`s out (DESIGN.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from connectors.contract.predicates import INT64_MAX
+from uda.errors import InvalidRequestError
+from uda.hlc import from_datetime
+from uda.query.fusion import Leg
+
+Centrality = Literal["degree", "pagerank"]
+# How expansion walks edges. "context": either way at the first hop, then only along the
+# edges' direction, so a document reaches its repository, its decision and that decision's
+# author, but not the repository's other thousand documents. "association": either way at
+# every hop, for graphs whose meaning is shared neighbours (passage -> entity <- passage).
+Traverse = Literal["context", "association"]
+
+
+class SearchRequest(BaseModel):
+    """One search. Field names and defaults are the contract; the extensions are optional."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4000)
+    limit: int = Field(default=5, ge=1, le=100)
+    clearance_scope: list[str] = Field(default_factory=list[str])
+    context_filters: dict[str, Any] = Field(default_factory=dict[str, Any])
+    # -- extensions ----------------------------------------------------------------------
+    element_types: list[str] | None = None
+    expand_depth: int = Field(default=1, ge=0, le=2)
+    relations: list[str] | None = None
+    as_of: int | datetime | None = None
+    weights: dict[Leg, float] | None = None
+    half_life: float | None = Field(default=None, gt=0, description="decay half-life in days")
+    decay_floor: float | None = Field(default=None, ge=0, le=1)
+    decay: bool = True
+    centrality: Centrality = "degree"
+    graph_candidates: bool = False
+    traverse: Traverse = "context"
+    pool_size: int | None = Field(default=None, ge=1, le=1000)
+
+    @field_validator("limit", "expand_depth", "pool_size", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: object) -> object:
+        # JSON true is not an integer; pydantic's lax mode would read it as 1.
+        if isinstance(value, bool):
+            raise ValueError("expected an integer, not a boolean")
+        return value
+
+    @field_validator("as_of")
+    @classmethod
+    def _as_of_on_the_clock(cls, value: int | datetime | None) -> int | datetime | None:
+        # An instant the hybrid logical clock cannot express is a bad request, not a crash.
+        if isinstance(value, datetime):
+            from_datetime(value)
+        elif value is not None and not 0 <= value <= INT64_MAX:
+            raise ValueError("an HLC stamp is a non-negative 64-bit integer")
+        return value
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query must not be blank")
+        return value
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_not_negative(cls, value: dict[Leg, float] | None) -> dict[Leg, float] | None:
+        if value is not None and any(w < 0 for w in value.values()):
+            raise ValueError("weights must not be negative")
+        return value
+
+    @classmethod
+    def build(cls, **fields: Any) -> SearchRequest:
+        """Validate, raising `InvalidRequestError` that names the first bad field and value."""
+        try:
+            return cls(**fields)
+        except ValidationError as exc:
+            raise request_error(exc) from None
+
+
+class SearchOptions(TypedDict, total=False):
+    """Optional search settings as keyword arguments: the request's extensions, one per field.
+
+    Every client (embedded, remote, sync and async) takes these, so a type checker sees the
+    same names and types as `SearchRequest` declares.
+    """
+
+    element_types: list[str]
+    expand_depth: int
+    relations: list[str]
+    as_of: int | datetime
+    weights: Mapping[str, float]
+    half_life: float
+    decay_floor: float
+    decay: bool
+    centrality: Centrality
+    graph_candidates: bool
+    traverse: Traverse
+    pool_size: int
+
+
+def request_error(exc: ValidationError) -> InvalidRequestError:
+    """Turn pydantic's report into one error naming the field and the value."""
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "request"
+    value = first.get("input")
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return InvalidRequestError(f"{field}: {first['msg']} (got {shown})", field=field, value=value)
+
+
+class SearchResult(BaseModel):
+    """One result: a typed element, its fused score, its properties and its context nodes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    element_id: str
+    element_type: str
+    score: float
+    properties: dict[str, Any]
+    context_nodes: list[dict[str, Any]]
+    name: str | None = None
+    snippet: str | None = None

@@ -1,0 +1,429 @@
+"""The planner: plan -> dense (and lexical) -> graph -> relational/axiomatic -> results.
+
+Each phase makes one batched call per connector, and the connectors of a phase run
+concurrently. Clearance is pushed down into phase 1 and enforced again, authoritatively, in
+phase 3 on every candidate, context node and edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
+from connectors.contract.records import ChunkHit, GraphEdge
+from connectors.contract.system_of_record import StateClearance, StoredState
+from ontology import element_class
+from uda.config import SearchDefaults
+from uda.embedder import Embedder
+from uda.errors import MissingCapabilityError, PlanError, UDAError
+from uda.query.contracts import SearchRequest
+from uda.query.fusion import (
+    SECONDS_PER_DAY,
+    Leg,
+    apply_decay,
+    centrality_ranks,
+    decay_factor,
+    ranks_by_score,
+    rrf_contributions,
+)
+from uda.query.graph_context import (
+    ContextHop,
+    context_hops,
+    degree_centrality,
+    pagerank_centrality,
+    reachable_subgraph,
+)
+from uda.query.plan import Plan, make_plan
+from uda.query.results import RankedResult, SearchResponse
+
+T = TypeVar("T")
+
+
+@dataclass(kw_only=True)
+class _Best:
+    """The best chunk of one element state on one leg."""
+
+    score: float
+    text: str
+
+
+@dataclass(kw_only=True)
+class _Phase1:
+    semantic: dict[tuple[str, int], _Best] = field(default_factory=dict[tuple[str, int], _Best])
+    lexical: dict[tuple[str, int], _Best] = field(default_factory=dict[tuple[str, int], _Best])
+
+
+class Planner:
+    """Runs searches over the connectors of a profile, chosen by capability."""
+
+    def __init__(
+        self,
+        *,
+        connectors: Sequence[Connector],
+        system_of_record: RelationalCapable,
+        embedder: Embedder,
+        defaults: SearchDefaults,
+    ) -> None:
+        self._vector = [c for c in connectors if isinstance(c, VectorCapable)]
+        self._text = [c for c in connectors if isinstance(c, TextCapable)]
+        self._graph = [c for c in connectors if isinstance(c, GraphCapable)]
+        if not self._vector:
+            raise MissingCapabilityError(
+                "the profile has no VectorCapable connector: dense retrieval needs one",
+                field="connectors",
+                value=[c.name for c in connectors],
+            )
+        self._sor = system_of_record
+        self._embedder = embedder
+        self._defaults = defaults
+
+    def plan(self, request: SearchRequest) -> Plan:
+        """Resolve a request against the profile (validates clearance, filters, types)."""
+        return make_plan(
+            request,
+            self._defaults,
+            vector=tuple(c.name for c in self._vector),
+            text=tuple(c.name for c in self._text),
+            graph=tuple(c.name for c in self._graph),
+            system_of_record=getattr(self._sor, "name", type(self._sor).__name__),
+        )
+
+    async def search(self, request: SearchRequest) -> SearchResponse:
+        """Run the three phases and return the hydrated, ranked results."""
+        plan = self.plan(request)
+        started = time.perf_counter()
+        embedding = await self._timed(
+            plan, "embed", asyncio.to_thread(self._embedder.embed_query, request.query)
+        )
+        query_vector: list[float] = embedding.tolist()
+        phase1 = await self._timed(plan, "phase1", self._phase1(plan, query_vector))
+        candidate_ids = sorted({k[0] for k in phase1.semantic} | {k[0] for k in phase1.lexical})
+        edges, graph_nodes = await self._timed(plan, "phase2", self._phase2(plan, candidate_ids))
+        response = await self._timed(
+            plan,
+            "phase3",
+            self._phase3(plan, query_vector, phase1, candidate_ids, edges, graph_nodes),
+        )
+        plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
+        return response
+
+    @staticmethod
+    async def _timed(plan: Plan, phase: str, work: Awaitable[T]) -> T:
+        started = time.perf_counter()
+        try:
+            return await work
+        except UDAError:
+            raise
+        except Exception as exc:
+            raise PlanError(phase, f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            plan.timings_ms[phase] = (time.perf_counter() - started) * 1000
+
+    # -- phase 1 --------------------------------------------------------------------------
+    async def _phase1(self, plan: Plan, embedding: list[float]) -> _Phase1:
+        k = plan.pool_size
+        # A leg whose weight is zero cannot change the ranking: do not run it.
+        vector = self._vector if plan.weights.get(Leg.SEMANTIC, 0.0) > 0 else []
+        text = self._text if plan.weights.get(Leg.LEXICAL, 0.0) > 0 else []
+        vector_calls = [c.vector_search(embedding, k, plan.pushdown) for c in vector]
+        text_calls = [c.text_search(plan.request.query, k, plan.pushdown) for c in text]
+        results = await _together([*vector_calls, *text_calls])
+        out = _Phase1()
+        for hits in results[: len(vector_calls)]:
+            _collapse(hits, out.semantic)
+        for hits in results[len(vector_calls) :]:
+            _collapse(hits, out.lexical)
+        return out
+
+    # -- phase 2 --------------------------------------------------------------------------
+    async def _phase2(
+        self, plan: Plan, candidate_ids: Sequence[str]
+    ) -> tuple[list[GraphEdge], set[str]]:
+        if plan.expand_depth == 0 or not self._graph or not candidate_ids:
+            return [], set()
+        subgraphs = await _together(
+            [
+                g.expand(
+                    candidate_ids,
+                    plan.expand_depth,
+                    plan.relations,
+                    plan.as_of,
+                    backward_hops=plan.backward_hops,
+                )
+                for g in self._graph
+            ]
+        )
+        edges = {e.key: e for sub in subgraphs for e in sub.edges}
+        nodes = {n for sub in subgraphs for n in sub.nodes}
+        return list(edges.values()), nodes
+
+    # -- phase 3 --------------------------------------------------------------------------
+    async def _phase3(
+        self,
+        plan: Plan,
+        query_vector: list[float],
+        phase1: _Phase1,
+        candidate_ids: Sequence[str],
+        edges: Sequence[GraphEdge],
+        graph_nodes: set[str],
+    ) -> SearchResponse:
+        # Whole states for what can be ranked; clearance only for nodes that can only be
+        # context: most of those are never shown, and their payloads made most of the read.
+        whole: set[str] = set(candidate_ids)
+        if plan.graph_candidates:
+            whole |= graph_nodes
+        states, clearances = await self._read_states(
+            plan, sorted(whole), sorted(graph_nodes - whole)
+        )
+        visible = {eid for eid, state in states.items() if _visible(plan, state)}
+        visible |= {eid for eid, clearance in clearances.items() if _visible(plan, clearance)}
+        seeds = [eid for eid in candidate_ids if eid in visible]
+        seen_edges, adj = reachable_subgraph(
+            edges, visible, seeds, plan.expand_depth, plan.backward_hops
+        )
+
+        semantic_raw = _leg_scores(phase1.semantic, states, visible)
+        lexical_raw = _leg_scores(phase1.lexical, states, visible)
+        candidates = [
+            eid
+            for eid in candidate_ids
+            if eid in visible
+            and _eligible(plan, states[eid])
+            and (eid in semantic_raw or eid in lexical_raw)
+        ]
+        if plan.graph_candidates:
+            known = set(candidates)
+            reached = [
+                n
+                for n in sorted(graph_nodes)
+                if n in visible and n not in known and _eligible(plan, states[n]) and n in adj
+            ]
+            candidates += reached
+            semantic_raw.update(await self._graph_semantic(plan, query_vector, reached, states))
+
+        decay = {eid: _decay(plan, states[eid]) for eid in candidates}
+        semantic = {
+            e: apply_decay(semantic_raw[e][0], decay[e]) for e in candidates if e in semantic_raw
+        }
+        lexical = {
+            e: apply_decay(lexical_raw[e][0], decay[e]) for e in candidates if e in lexical_raw
+        }
+        semantic_ranks = ranks_by_score(semantic)
+        if plan.centrality == "pagerank":
+            centrality = pagerank_centrality(
+                seen_edges, _seed_scores(semantic, lexical), candidates
+            )
+        else:
+            centrality = degree_centrality(adj, candidates)
+        ranks = {
+            Leg.SEMANTIC: semantic_ranks,
+            Leg.LEXICAL: ranks_by_score(lexical),
+            Leg.CENTRALITY: centrality_ranks(centrality, semantic_ranks),
+        }
+        contributions = rrf_contributions(ranks, plan.weights)
+        scores = {eid: sum(contributions.get(eid, {}).values()) for eid in candidates}
+        ordered = sorted(candidates, key=lambda eid: (-scores[eid], eid))[: plan.request.limit]
+
+        hops_of = {
+            eid: context_hops(
+                eid, adj, plan.expand_depth, plan.max_context_nodes, plan.backward_hops
+            )
+            for eid in ordered
+        }
+        shown = await self._context_states(plan, hops_of, states)
+        results: list[RankedResult] = []
+        for eid in ordered:
+            hops = _hops_still_visible(hops_of[eid], shown)
+            snippet = (semantic_raw.get(eid) or lexical_raw.get(eid) or (0.0, ""))[1]
+            results.append(
+                RankedResult(
+                    state=states[eid],
+                    score=scores[eid],
+                    snippet=snippet,
+                    decay=decay[eid],
+                    semantic_raw=semantic_raw[eid][0] if eid in semantic_raw else None,
+                    lexical_raw=lexical_raw[eid][0] if eid in lexical_raw else None,
+                    semantic_score=semantic.get(eid),
+                    lexical_score=lexical.get(eid),
+                    centrality=centrality.get(eid, 0.0),
+                    ranks={leg: r[eid] for leg, r in ranks.items() if eid in r},
+                    contributions=contributions.get(eid, {}),
+                    context=[(hop, shown[hop.element_id]) for hop in hops],
+                )
+            )
+        return SearchResponse(plan=plan, ranked=results)
+
+    async def _read_states(
+        self, plan: Plan, whole_ids: Sequence[str], clearance_ids: Sequence[str]
+    ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
+        """Whole states of `whole_ids` and clearances of `clearance_ids`, read concurrently."""
+        whole = asyncio.ensure_future(self._sor.fetch(whole_ids, plan.as_of))
+        cleared = asyncio.ensure_future(self._sor.fetch_clearances(clearance_ids, plan.as_of))
+        await _all_or_none([whole, cleared])
+        return whole.result(), cleared.result()
+
+    async def _context_states(
+        self,
+        plan: Plan,
+        hops_of: Mapping[str, Sequence[ContextHop]],
+        states: Mapping[str, StoredState],
+    ) -> dict[str, StoredState]:
+        """Whole states of the results' context nodes.
+
+        Those read already are reused; the rest come in one more read, kept only if still
+        visible (they may have changed since their clearance was read).
+        """
+        needed = {hop.element_id for hops in hops_of.values() for hop in hops}
+        missing = sorted(needed - states.keys())
+        shown = {eid: states[eid] for eid in needed if eid in states}
+        if missing:
+            fetched = await self._sor.fetch(missing, plan.as_of)
+            shown.update({eid: s for eid, s in fetched.items() if _visible(plan, s)})
+        return shown
+
+    async def _graph_semantic(
+        self,
+        plan: Plan,
+        query_vector: list[float],
+        reached: Sequence[str],
+        states: Mapping[str, StoredState],
+    ) -> dict[str, tuple[float, str]]:
+        """Semantic scores of candidates found only through the graph.
+
+        Without them such a candidate could rank on centrality alone, and the fusion would
+        weigh a passage that merely sits next to the seeds like one that also answers the
+        query. One batched call per vector connector, for all of them at once.
+        """
+        if not reached or plan.weights.get(Leg.SEMANTIC, 0.0) <= 0:
+            return {}
+        results = await _together(
+            [c.vector_scores(query_vector, reached, plan.pushdown) for c in self._vector]
+        )
+        best: dict[tuple[str, int], _Best] = {}
+        for hits in results:
+            _collapse(hits, best)
+        return _leg_scores(best, states, set(reached))
+
+
+def _seed_scores(semantic: Mapping[str, float], lexical: Mapping[str, float]) -> dict[str, float]:
+    """PageRank seeds: cosine similarities, or BM25 as a fraction of the best.
+
+    BM25 seeds only when the semantic leg is off; it has no fixed scale, and the seed
+    temperature assumes one.
+    """
+    if semantic:
+        return dict(semantic)
+    best = max(lexical.values(), default=0.0)
+    return {eid: score / best for eid, score in lexical.items()} if best > 0 else {}
+
+
+def _collapse(hits: Iterable[ChunkHit], into: dict[tuple[str, int], _Best]) -> None:
+    """Chunks to element states: the best chunk wins and is kept as the snippet."""
+    for hit in hits:
+        key = (hit.element_id, hit.version)
+        best = into.get(key)
+        if best is None or hit.score > best.score:
+            into[key] = _Best(score=hit.score, text=hit.text)
+
+
+def _leg_scores(
+    best: Mapping[tuple[str, int], _Best], states: Mapping[str, StoredState], visible: set[str]
+) -> dict[str, tuple[float, str]]:
+    """Raw scores of visible candidates, from the chunks of the state being returned only.
+
+    A hit on another version means the store's copy is stale; it is dropped, not trusted.
+    """
+    out: dict[str, tuple[float, str]] = {}
+    for (eid, version), hit in best.items():
+        if eid in visible and states[eid].version == version:
+            out[eid] = (hit.score, hit.text)
+    return out
+
+
+def _hops_still_visible(
+    hops: Sequence[ContextHop], shown: Mapping[str, StoredState]
+) -> list[ContextHop]:
+    """The hops whose node is shown, without those reached through a node that is not.
+
+    Hops come breadth first, so a node's `via` is decided before the node.
+    """
+    kept: list[ContextHop] = []
+    gone: set[str] = set()
+    for hop in hops:
+        if hop.element_id not in shown or hop.via in gone:
+            gone.add(hop.element_id)
+        else:
+            kept.append(hop)
+    return kept
+
+
+class _Cleared(Protocol):
+    """What `_visible` reads: a whole state or just its clearance."""
+
+    @property
+    def tombstone(self) -> bool: ...
+    @property
+    def sensitivity_rank(self) -> int: ...
+    @property
+    def scope(self) -> str | None: ...
+    @property
+    def latest_sensitivity_rank(self) -> int: ...
+    @property
+    def latest_scope(self) -> str | None: ...
+
+
+def _visible(plan: Plan, state: _Cleared) -> bool:
+    """Authoritative clearance: the state read *and* the newest state must both be visible.
+
+    Requiring both means that reclassifying an element upwards also hides its history.
+    """
+    if state.tombstone:
+        return False
+    clearance = plan.clearance
+    return clearance.allows_rank(state.sensitivity_rank, state.scope) and clearance.allows_rank(
+        state.latest_sensitivity_rank, state.latest_scope
+    )
+
+
+def _eligible(plan: Plan, state: StoredState) -> bool:
+    """A candidate must be a searchable type of the request and pass every filter."""
+    cls = element_class(state.element_type)
+    if cls is None or not cls.knowledge_asset or state.element_type not in plan.element_types:
+        return False
+    return all(p.matches(state.filter_values) for p in plan.predicates)
+
+
+async def _together(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run the calls concurrently; if one fails, cancel and await the others, then raise.
+
+    `asyncio.gather` returns at the first error while its siblings still run: a caller
+    that then closes the client would pull connections from under them.
+    """
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    await _all_or_none(tasks)
+    return [task.result() for task in tasks]
+
+
+async def _all_or_none(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Wait for every task; if one fails, cancel and await the others, then raise."""
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _decay(plan: Plan, state: StoredState) -> float:
+    if not plan.decay:
+        return 1.0
+    age_days = (plan.as_of_ms - state.timestamp_ms) / 1000 / SECONDS_PER_DAY
+    return decay_factor(age_days, plan.half_life_days, plan.decay_floor)
+
+
+__all__ = ["ContextHop", "Planner"]

@@ -1,0 +1,5 @@
+"""The write path, in the order an ingest runs through it.
+
+`validation` against the ontology, `chunking` of text, the `writer` (system of record first,
+then the derived stores through an outbox) and `consistency` (`uda check` and `uda sync`).
+"""
