@@ -9,9 +9,10 @@ All members are coroutines: connectors over blocking libraries run them in a wor
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, Literal
 
+from connectors.contract.errors import MissingCapabilityError
 from connectors.contract.records import (
     ChunkHit,
     ChunkRecord,
@@ -255,3 +256,23 @@ class RelationalCapable(ABC):
 
         The next drain re-sends them, exactly as after an interrupted write (repair).
         """
+
+
+def system_of_record(connectors: Iterable[Connector]) -> RelationalCapable:
+    """The profile's system of record: its first RelationalCapable connector.
+
+    Every reader and writer chooses it here, so that clearance is always enforced against
+    the same store.
+
+    Raises:
+        MissingCapabilityError: no connector is RelationalCapable (naming the connectors).
+    """
+    connectors = list(connectors)
+    for connector in connectors:
+        if isinstance(connector, RelationalCapable):
+            return connector
+    raise MissingCapabilityError(
+        "the profile has no RelationalCapable connector to be the system of record",
+        field="connectors",
+        value=[c.name for c in connectors],
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack, overload
 
-from connectors.base import Connector, RelationalCapable
+from connectors.base import Connector, RelationalCapable, system_of_record
 from connectors.registry import connector_class
 from uda.config import Profile, load_profile
 from uda.embedder import Embedder, SentenceTransformerEmbedder
@@ -74,14 +74,11 @@ class AsyncClient:
         ]
         await asyncio.gather(*(c.connect() for c in connectors))
         self._connectors = connectors
-        sor = next((c for c in connectors if isinstance(c, RelationalCapable)), None)
-        if sor is None:
+        try:
+            sor = system_of_record(connectors)
+        except MissingCapabilityError:
             await self.close()
-            raise MissingCapabilityError(
-                "the profile has no RelationalCapable connector to be the system of record",
-                field="connectors",
-                value=[c.name for c in connectors],
-            )
+            raise
         embedder = self._embedder or shared_embedder(self.profile.model_path)
         clock = self._clock or HybridLogicalClock()
         # Never stamp below what is already stored, whatever the wall clock says now.
@@ -172,7 +169,7 @@ class AsyncClient:
 
     def _system_of_record(self) -> RelationalCapable:
         self._require()
-        return next(c for c in self._connectors if isinstance(c, RelationalCapable))
+        return system_of_record(self._connectors)
 
     async def element_ids(self, prefix: str = "") -> list[str]:
         """Ids of the elements that exist now and start with `prefix` (e.g. one source's)."""

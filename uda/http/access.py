@@ -18,34 +18,22 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from connectors.base import Connector, GraphCapable, RelationalCapable
+from connectors.base import Connector, GraphCapable, RelationalCapable, system_of_record
 from connectors.contract.records import GraphEdge
 from connectors.contract.system_of_record import StoredState
-from ontology import Element, Relation, Sensitivity
+from ontology import Element, Relation
 from uda.errors import ConfigError, MissingElementError
 from uda.http.auth import Principal
 from uda.http.errors import ElementNotFoundError, PermissionDeniedError
-from uda.query.clearance import Clearance
+from uda.query.clearance import Clearance, state_visible
 from uda.query.graph_context import context_hops, reachable_subgraph
 from uda.query.results import RankedResult, ranked_batch
 
-_LEVELS = list(Sensitivity)
-
-
-def state_visible(clearance: Clearance, state: StoredState) -> bool:
-    """The planner's rule (`uda.query.planner._visible`): the state read and the newest one."""
-    if state.tombstone:
-        return False
-    return clearance.allows(_LEVELS[state.sensitivity_rank], state.scope) and clearance.allows(
-        _LEVELS[state.latest_sensitivity_rank], state.latest_scope
-    )
-
 
 def _system_of_record(connectors: Sequence[Connector]) -> RelationalCapable:
-    sor = next((c for c in connectors if isinstance(c, RelationalCapable)), None)
-    if sor is None:
+    if not connectors:
         raise ConfigError("the client is closed or has no system of record")
-    return sor
+    return system_of_record(connectors)
 
 
 # An element's context is walked as a search result's is (`traverse="context"`): either
@@ -184,5 +172,6 @@ async def check_writable(
 
 
 def _latest_visible(grant: Clearance, state: StoredState) -> bool:
-    # `latest_states` returns the newest state itself: its own clearance is the newest one.
-    return grant.allows(_LEVELS[state.sensitivity_rank], state.scope)
+    # `latest_states` returns the newest state itself, tombstones included (a writer may
+    # replace a deleted element it could have seen): its own clearance is the newest one.
+    return grant.allows_rank(state.sensitivity_rank, state.scope)

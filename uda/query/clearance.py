@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ontology import Sensitivity
 from ontology.elements import SCOPE_PATTERN
@@ -91,3 +92,46 @@ class Clearance:
         out = [self.level.value]
         out += [ALL_PROJECTS] if self.all_projects else sorted(self.projects)
         return out
+
+
+class ClearedState(Protocol):
+    """What the visibility rule reads of a stored state: a whole one or just its clearance."""
+
+    @property
+    def tombstone(self) -> bool:
+        """Whether this state deletes the element."""
+        ...
+
+    @property
+    def sensitivity_rank(self) -> int:
+        """The state's sensitivity, as its rank on the ordered scale."""
+        ...
+
+    @property
+    def scope(self) -> str | None:
+        """The state's project bound, if any."""
+        ...
+
+    @property
+    def latest_sensitivity_rank(self) -> int:
+        """The sensitivity rank of the element's newest state."""
+        ...
+
+    @property
+    def latest_scope(self) -> str | None:
+        """The project bound of the element's newest state."""
+        ...
+
+
+def state_visible(clearance: Clearance, state: ClearedState) -> bool:
+    """THE visibility rule: the state read *and* the element's newest state must be visible.
+
+    Requiring both means that reclassifying an element upwards also hides its history; a
+    deleted element (a tombstone) is visible to nobody. The planner (results, context nodes,
+    edges, counts and scores), element lookup and every later reader apply this one function.
+    """
+    if state.tombstone:
+        return False
+    return clearance.allows_rank(state.sensitivity_rank, state.scope) and clearance.allows_rank(
+        state.latest_sensitivity_rank, state.latest_scope
+    )

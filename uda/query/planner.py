@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
 from connectors.contract.records import ChunkHit, GraphEdge
@@ -20,6 +20,7 @@ from ontology import element_class
 from uda.config import SearchDefaults
 from uda.embedder import Embedder
 from uda.errors import MissingCapabilityError, PlanError, UDAError
+from uda.query.clearance import state_visible
 from uda.query.contracts import SearchRequest
 from uda.query.fusion import (
     SECONDS_PER_DAY,
@@ -179,8 +180,10 @@ class Planner:
         states, clearances = await self._read_states(
             plan, sorted(whole), sorted(graph_nodes - whole)
         )
-        visible = {eid for eid, state in states.items() if _visible(plan, state)}
-        visible |= {eid for eid, clearance in clearances.items() if _visible(plan, clearance)}
+        visible = {eid for eid, state in states.items() if state_visible(plan.clearance, state)}
+        visible |= {
+            eid for eid, clearance in clearances.items() if state_visible(plan.clearance, clearance)
+        }
         seeds = [eid for eid in candidate_ids if eid in visible]
         seen_edges, adj = reachable_subgraph(
             edges, visible, seeds, plan.expand_depth, plan.backward_hops
@@ -282,7 +285,7 @@ class Planner:
         shown = {eid: states[eid] for eid in needed if eid in states}
         if missing:
             fetched = await self._sor.fetch(missing, plan.as_of)
-            shown.update({eid: s for eid, s in fetched.items() if _visible(plan, s)})
+            shown.update({eid: s for eid, s in fetched.items() if state_visible(plan.clearance, s)})
         return shown
 
     async def _graph_semantic(
@@ -359,34 +362,6 @@ def _hops_still_visible(
         else:
             kept.append(hop)
     return kept
-
-
-class _Cleared(Protocol):
-    """What `_visible` reads: a whole state or just its clearance."""
-
-    @property
-    def tombstone(self) -> bool: ...
-    @property
-    def sensitivity_rank(self) -> int: ...
-    @property
-    def scope(self) -> str | None: ...
-    @property
-    def latest_sensitivity_rank(self) -> int: ...
-    @property
-    def latest_scope(self) -> str | None: ...
-
-
-def _visible(plan: Plan, state: _Cleared) -> bool:
-    """Authoritative clearance: the state read *and* the newest state must both be visible.
-
-    Requiring both means that reclassifying an element upwards also hides its history.
-    """
-    if state.tombstone:
-        return False
-    clearance = plan.clearance
-    return clearance.allows_rank(state.sensitivity_rank, state.scope) and clearance.allows_rank(
-        state.latest_sensitivity_rank, state.latest_scope
-    )
 
 
 def _eligible(plan: Plan, state: StoredState) -> bool:
