@@ -337,6 +337,23 @@ async def test_hidden_element_is_404_exactly_like_a_missing_one(service: Service
         assert (response.status_code, body) == (404, two)
 
 
+def _semantic_raw(explained: dict[str, Any]) -> list[float | None]:
+    legs = [r["legs"].get("semantic", {}) for r in explained["results"]]
+    return [value for leg in legs for value in (leg.get("raw"), leg.get("score"))]
+
+
+def _without_semantic_raw(explained: dict[str, Any]) -> list[dict[str, Any]]:
+    stripped: list[dict[str, Any]] = []
+    for result in explained["results"]:
+        legs = dict(result["legs"])
+        if "semantic" in legs:
+            legs["semantic"] = {
+                k: v for k, v in legs["semantic"].items() if k not in {"raw", "score"}
+            }
+        stripped.append({**result, "legs": legs})
+    return stripped
+
+
 async def test_hidden_elements_change_nothing_a_caller_sees(
     tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
@@ -373,7 +390,12 @@ async def test_hidden_elements_change_nothing_a_caller_sees(
         }
 
     assert [stable(r) for r in full["results"]] == [stable(r) for r in alone["results"]]
-    assert full_explain["results"] == alone_explain["results"]
+    # A passage's vector depends on the batch it was embedded in by float32 rounding (the
+    # batch is padded to its longest text, and the kernels' blocking follows the shape):
+    # the two stores hold the public passages embedded beside different texts. Cosines are
+    # held to that rounding; every rank, score and contribution must be identical.
+    assert _semantic_raw(full_explain) == pytest.approx(_semantic_raw(alone_explain), rel=1e-6)
+    assert _without_semantic_raw(full_explain) == _without_semantic_raw(alone_explain)
     assert stable(full_element) == stable(alone_element)
 
 
