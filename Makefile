@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install test lint typecheck pytest demo clean
+.PHONY: install test test-unit lint typecheck pytest demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ pytest: $(STAMP)
 	$(BIN)/pytest
 
 test: lint typecheck pytest
+
+# The fast unit tests alone (seconds): pure code and the planner over test doubles.
+test-unit: $(STAMP)
+	$(BIN)/pytest -m unit -q
 
 demo: $(STAMP)
 	$(BIN)/python -m uda.demo

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
+from typing import Protocol, cast
 
 import Stemmer
 
@@ -35,10 +36,18 @@ _WORD = re.compile(r"[^\W_]+")  # `_` separates: connection_pool ~ "connection p
 _local = threading.local()
 
 
+class _Stemmer(Protocol):
+    """What we use of PyStemmer's stemmer (the package ships no type information)."""
+
+    def stemWords(self, words: list[str]) -> list[str]: ...
+
+
 def _stem_words(words: list[str]) -> list[str]:
-    stemmer = getattr(_local, "stemmer", None)
+    stemmer: _Stemmer | None = getattr(_local, "stemmer", None)
     if stemmer is None:
-        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+        # PyStemmer ships no type information; its stemmers have `stemWords` (the cast).
+        made = Stemmer.Stemmer("english")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        stemmer = _local.stemmer = cast("_Stemmer", made)
     return stemmer.stemWords(words)
 
 

@@ -227,7 +227,7 @@ class RelationalCapable(ABC):
     async def counts(self) -> Mapping[str, int]:
         """Sizes for `stats`: states, elements, chunks, edges, pending outbox entries."""
 
-    # What every derived store should hold, each in one query (uda/consistency.py).
+    # What every derived store should hold, each in one query (uda/write/consistency.py).
     @abstractmethod
     async def expected_chunks(self) -> dict[str, int]:
         """Every chunk id with the `valid_to` of its state: the vector and text stores' due."""

@@ -227,7 +227,10 @@ class NetworkXConnector(Connector, GraphCapable):
     async def stats(self) -> dict[str, int]:
         """Node and current-edge counts."""
         with self._lock:
-            current = sum(1 for *_, vt in self._graph.edges(data="valid_to") if vt == OPEN)
+            # Every edge is added with its `valid_to` (`_apply`); the stubs leave the attribute's
+            # type open.
+            edges: Iterable[tuple[str, str, int]] = self._graph.edges(data="valid_to")
+            current = sum(1 for *_, vt in edges if vt == OPEN)
             return {"nodes": self._graph.number_of_nodes(), "edges": current}
 
 

@@ -79,7 +79,9 @@ def properties_type() -> pa.StructType:
 @cache
 def property_names() -> frozenset[str]:
     """Names of the fields in the `properties` struct."""
-    return frozenset(f.name for f in properties_type())
+    # pyarrow's stubs iterate a struct as `Field` without its type parameter.
+    fields: list[pa.Field[pa.DataType]] = list(properties_type())
+    return frozenset(f.name for f in fields)
 
 
 EXTRAS_TYPE = pa.map_(pa.string(), pa.string())

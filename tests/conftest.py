@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -16,6 +17,47 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 import uda
 from uda.client import shared_embedder
 from uda.embedder import SentenceTransformerEmbedder
+
+# Tests assert behaviour, benchmarks measure time: a property test must not fail because a
+# loaded machine ran one example past hypothesis's default 200 ms deadline.
+settings.register_profile("uda", deadline=None)
+settings.load_profile("uda")
+
+# Fast tests of pure code and of the planner over test doubles: no embedding model, no store
+# on disk, no server. `make test-unit` runs them alone in seconds; `make test` runs everything.
+UNIT_MODULES = frozenset(
+    {
+        "test_agent_router",
+        "test_bench_metrics",
+        "test_bench_parts",
+        "test_bench_report",
+        "test_clearance",
+        "test_compose",
+        "test_fusion",
+        "test_layout",
+        "test_lexical_analyzer",
+        "test_pagerank_seeds",
+        "test_planner_unit",
+        "test_registry",
+        "test_result_fields",
+    }
+)
+
+
+_HEAVY_FIXTURES = frozenset({"embedder", "client", "server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem not in UNIT_MODULES:
+            continue
+        heavy = _HEAVY_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if heavy:
+            message = f"{item.nodeid} is a unit test but uses {sorted(heavy)}"
+            print(f"ERROR: {message}", file=sys.stderr)
+            raise pytest.UsageError(message)
+        item.add_marker(pytest.mark.unit)
+
 
 _session: pytest.Session | None = None
 
@@ -58,3 +100,22 @@ def client(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[ud
     c = uda.connect(path=tmp_path / "uda", embedder=embedder)
     yield c
     c.close()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A small git-less repository: a public README, a decision record and a runbook."""
+    root = tmp_path / "payments"
+    (root / "docs" / "adr").mkdir(parents=True)
+    (root / "README.md").write_text(
+        "---\nsensitivity: public\n---\n# Payments\n\nPayments are retried three times "
+        "with exponential backoff. See ADR-0001.\n"
+    )
+    (root / "docs" / "adr" / "0001-idempotency-keys.md").write_text(
+        "# 1. Use idempotency keys\n\nDate: 2025-03-01\n\n## Status\n\nAccepted\n\n"
+        "## Decision\n\nEvery payment attempt carries an idempotency key.\n"
+    )
+    (root / "docs" / "runbook.md").write_text(
+        "# Runbook\n\nWhen the payment provider times out, page the on-call engineer.\n"
+    )
+    return root

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -17,15 +19,22 @@ DIM = 16  # small vectors keep the synthetic tests fast; the end-to-end test use
 PUBLIC = SearchFilter(max_sensitivity_rank=0)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PostgresService, str]]:
-    """One real PostgreSQL per test module, always stopped (and its files removed) after."""
-    service = PostgresService(tmp_path_factory.mktemp("services"))
+@contextmanager
+def running_postgres(folder: Path) -> Iterator[tuple[PostgresService, str]]:
+    """A real PostgreSQL in `folder`, always stopped (and its files removed) after."""
+    service = PostgresService(folder)
     try:
         info = service.up()
         yield service, dsn(info)
     finally:
         service.destroy()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PostgresService, str]]:
+    """One real PostgreSQL per test module."""
+    with running_postgres(tmp_path_factory.mktemp("services")) as running:
+        yield running
 
 
 @pytest.fixture

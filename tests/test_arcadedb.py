@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from arcadedb_fixtures import remote, running_arcadedb
 
 from connectors.arcadedb.connector import ArcadeDBConnector
-from connectors.conformance import ConnectorConformance, LocationFactory, numbered
 from connectors.contract.predicates import Op, Predicate
 from connectors.contract.records import (
     OPEN,
@@ -81,23 +81,9 @@ class CountingTransport(httpx.AsyncBaseTransport):
 def server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[ArcadeDBService, ServiceInfo]]:
-    """A real ArcadeDB server for the module, stopped at the end whatever happens."""
-    service = ArcadeDBService(tmp_path_factory.mktemp("services"))
-    try:
-        info = service.up()
-        yield service, info
-    finally:
-        service.down()
-
-
-def _remote(info: ServiceInfo, database: str | None = None, **kwargs: Any) -> ArcadeDBConnector:
-    return ArcadeDBConnector(
-        url=f"http://{info.host}:{info.port}",
-        database=database or f"t_{uuid.uuid4().hex[:12]}",
-        user=info.user or "root",
-        password=info.password,
-        **kwargs,
-    )
+    """A real ArcadeDB server for the module."""
+    with running_arcadedb(tmp_path_factory.mktemp("services")) as running:
+        yield running
 
 
 @pytest.fixture(params=["embedded", "server"])
@@ -107,7 +93,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         connector = ArcadeDBConnector(path=tmp_path / "arcadedb")
     else:
         _, info = request.getfixturevalue("server")
-        connector = _remote(info)
+        connector = remote(info)
     await connector.connect()
     try:
         yield connector
@@ -381,7 +367,7 @@ async def test_chunk_deletes_and_validity_updates(store: ArcadeDBConnector) -> N
 # -- one query per expansion -------------------------------------------------------------
 async def test_expand_is_one_request_per_call(server: tuple[ArcadeDBService, ServiceInfo]) -> None:
     transport = CountingTransport()
-    connector = _remote(server[1], transport=transport)
+    connector = remote(server[1], transport=transport)
     await connector.connect()
     try:
         nodes, edges = _graph(seed=13, n_nodes=300, n_edges=900)
@@ -468,7 +454,7 @@ async def test_server_restart_keeps_data(server: tuple[ArcadeDBService, ServiceI
     service, info = server
     database = f"t_{uuid.uuid4().hex[:12]}"
     nodes, edges = _graph(seed=23, n_nodes=40, n_edges=100)
-    connector = _remote(info, database)
+    connector = remote(info, database)
     await connector.connect()
     await connector.upsert_nodes(nodes)
     await connector.upsert_edges(edges)
@@ -493,7 +479,7 @@ async def test_server_restart_keeps_data(server: tuple[ArcadeDBService, ServiceI
     assert restarted.pid != pid
     assert restarted.password == info.password
     assert service.up() == restarted  # idempotent: the running server is reused
-    connector = _remote(restarted, database)
+    connector = remote(restarted, database)
     await connector.connect()
     try:
         assert (
@@ -551,31 +537,3 @@ async def test_failures_are_connector_errors(
         await embedded.close()
     with pytest.raises(ValueError, match="either path"):
         ArcadeDBConnector()
-
-
-# -- the shared conformance suite -------------------------------------------------------
-class TestArcadeDBEmbeddedConformance(ConnectorConformance):
-    """The embedded engine: exact vector search, one folder per connector."""
-
-    @pytest.fixture(params=["arcadedb"])
-    def connector_factory(self, tmp_path: Path) -> LocationFactory[Path]:
-        return LocationFactory(
-            make=lambda folder: ArcadeDBConnector(path=folder),
-            locations=numbered(lambda n: tmp_path / f"store-{n}"),
-            exact_vectors=True,
-        )
-
-
-class TestArcadeDBServerConformance(ConnectorConformance):
-    """The module's server over HTTP: exact vector search, one database per connector."""
-
-    @pytest.fixture(params=["arcadedb-server"])
-    def connector_factory(
-        self, server: tuple[ArcadeDBService, ServiceInfo]
-    ) -> LocationFactory[str]:
-        info = server[1]
-        return LocationFactory(
-            make=lambda database: _remote(info, database),
-            locations=numbered(lambda n: f"c_{uuid.uuid4().hex[:12]}_{n}"),
-            exact_vectors=True,
-        )

@@ -1,6 +1,6 @@
 """Unit tests of the pure `uda.query.clearance.Clearance`: parse, allows, narrow, entries.
 
-Visibility is checked against an oracle written here from DESIGN.md ("Clearance"), not
+Visibility is checked against an oracle written here from docs/design.md ("Clearance"), not
 against the implementation's own helpers.
 """
 
@@ -22,7 +22,7 @@ SCOPES: list[str | None] = [None, *PROJECTS]
 
 
 def oracle_allows(entries: list[str], sensitivity: str, scope: str | None) -> bool:
-    """DESIGN.md: a level grants itself and below; no level = public; projects by name or *."""
+    """docs/design.md: a level grants itself and below; no level = public; projects by name or *."""
     granted = max((LEVELS.index(e) for e in entries if e in LEVELS), default=0)
     if LEVELS.index(sensitivity) > granted:
         return False

@@ -124,7 +124,7 @@ class Node:
 
 
 def allowed(entries: Sequence[str], sensitivity: str, scope: str | None) -> bool:
-    """DESIGN.md "Clearance", written out independently of `uda.query.clearance`."""
+    """docs/design.md "Clearance", written out independently of `uda.query.clearance`."""
     granted = max((LEVELS.index(e) for e in entries if e in LEVELS), default=0)
     if LEVELS.index(sensitivity) > granted:
         return False

@@ -15,24 +15,6 @@ from uda.embedder import SentenceTransformerEmbedder
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "payments"
-    (root / "docs" / "adr").mkdir(parents=True)
-    (root / "README.md").write_text(
-        "---\nsensitivity: public\n---\n# Payments\n\nPayments are retried three times "
-        "with exponential backoff. See ADR-0001.\n"
-    )
-    (root / "docs" / "adr" / "0001-idempotency-keys.md").write_text(
-        "# 1. Use idempotency keys\n\nDate: 2025-03-01\n\n## Status\n\nAccepted\n\n"
-        "## Decision\n\nEvery payment attempt carries an idempotency key.\n"
-    )
-    (root / "docs" / "runbook.md").write_text(
-        "# Runbook\n\nWhen the payment provider times out, page the on-call engineer.\n"
-    )
-    return root
-
-
-@pytest.fixture
 def store(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Path:
     # The embedder fixture loads the model once for the session; the CLI reuses it.
     return tmp_path / "store"

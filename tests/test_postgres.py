@@ -22,7 +22,6 @@ from postgres_fixtures import DIM, PUBLIC, fresh_schema, pg, run_sql, server
 
 import connectors.registry
 import uda
-from connectors.conformance import ConnectorConformance, LocationFactory, numbered
 from connectors.contract.predicates import Op, Predicate
 from connectors.contract.records import OPEN, ChunkRecord, GraphEdge, SearchFilter
 from connectors.contract.system_of_record import ChunkRow, StoredState, WriteBatch
@@ -692,27 +691,3 @@ async def test_semantic_ranking_matches_the_embedded_profile(
     assert [eid for eid, _ in pg_ranking] == [eid for eid, _ in embedded_ranking]
     for (_, got), (_, want) in zip(pg_ranking, embedded_ranking, strict=True):
         assert got == pytest.approx(want, abs=1e-4)
-
-
-# -- the shared conformance suite ------------------------------------------------------------
-class TestPostgresExactConformance(ConnectorConformance):
-    """Every capability of the connector, exact vector search (strict ranking tests)."""
-
-    @pytest.fixture(params=["postgres-exact"])
-    def connector_factory(self, server: tuple[PostgresService, str]) -> LocationFactory[str]:
-        return LocationFactory(
-            make=lambda schema: PostgresConnector(server[1], schema=schema, exact=True),
-            locations=numbered(lambda n: f"{fresh_schema()}_{n}"),
-            exact_vectors=True,
-        )
-
-
-class TestPostgresHnswConformance(ConnectorConformance):
-    """The same through the HNSW index (iterative scans; recall-based ranking tests)."""
-
-    @pytest.fixture(params=["postgres-hnsw"])
-    def connector_factory(self, server: tuple[PostgresService, str]) -> LocationFactory[str]:
-        return LocationFactory(
-            make=lambda schema: PostgresConnector(server[1], schema=schema),
-            locations=numbered(lambda n: f"{fresh_schema()}_{n}"),
-        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from connectors.contract.system_of_record import LazyJSON, StoredState
-from uda.query.results import RankedResult, ranked_rows
+from uda.query.rows import RankedResult, ranked_rows
 
 
 def _state(payload: dict[str, object], *, version: int = 1) -> StoredState:

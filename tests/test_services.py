@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import stat
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from connectors.registry import BUILTIN
 from uda.cli.commands import EXIT_DIFFERENCES, EXIT_OK, main
 from uda.embedder import SentenceTransformerEmbedder
+from uda.services import manage
+from uda.services.base import ServiceInfo
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +89,76 @@ def test_services_up_search_status_down(
     assert not (root / "postgres").exists()
     assert not (root / "arcadedb").exists()
     assert relocated is None or not Path(relocated).exists()
+
+
+# -- the registry and the profile, without servers ---------------------------------------
+def _infos() -> dict[str, ServiceInfo]:
+    # Values that need escaping (TOML) and quoting (the DSN), and one info with no login.
+    return {
+        "chroma": ServiceInfo(name="chroma", host="127.0.0.1", port=8003, pid=3),
+        "arcadedb": ServiceInfo(
+            name="arcadedb",
+            host="127.0.0.1",
+            port=2480,
+            pid=2,
+            password='a"b\\c',  # noqa: S106
+        ),
+        "postgres": ServiceInfo(
+            name="postgres",
+            host="127.0.0.1",
+            port=5433,
+            pid=1,
+            user="uda",
+            password="p@ss/w:rd",  # noqa: S106
+            database="uda",
+        ),
+    }
+
+
+def test_the_profile_lists_each_running_service_as_its_connector_in_a_fixed_order() -> None:
+    assert manage.profile_text(_infos()) == (
+        "# Written by `uda services up`; holds credentials: keep it private.\n"
+        "[uda]\n"
+        'profile = "server"\n'
+        "\n"
+        "[[connectors]]\n"
+        'name = "postgres"\n'
+        'dsn = "postgresql://uda:p%40ss%2Fw%3Ard@127.0.0.1:5433/uda"\n'
+        "\n"
+        "[[connectors]]\n"
+        'name = "arcadedb-graph"\n'
+        'url = "http://127.0.0.1:2480"\n'
+        'database = "uda"\n'
+        'user = "root"\n'
+        'password = "a\\"b\\\\c"\n'
+        "\n"
+        "[[connectors]]\n"
+        'name = "chroma"\n'
+        'host = "127.0.0.1"\n'
+        "port = 8003\n"
+    )
+    profile = tomllib.loads(manage.profile_text(_infos()))
+    assert [c["name"] for c in profile["connectors"]] == ["postgres", "arcadedb-graph", "chroma"]
+    assert profile["connectors"][1]["password"] == 'a"b\\c'  # noqa: S105
+    only_chroma = {"chroma": _infos()["chroma"]}
+    assert [c["name"] for c in tomllib.loads(manage.profile_text(only_chroma))["connectors"]] == [
+        "chroma"
+    ]
+
+
+def test_every_service_declares_how_it_is_managed(tmp_path: Path) -> None:
+    names = [cls.name for cls in manage.SERVICES]
+    assert names == ["postgres", "arcadedb", "chroma"]  # the order `down` reports them in
+    assert manage.DEFAULT == ("postgres", "arcadedb")
+    for name in names:
+        managed = manage.service(name, tmp_path)
+        assert managed.name == name
+        assert managed.home == tmp_path / name
+    for cls in manage.SERVICES:
+        assert isinstance(cls.started_by_default, bool), cls
+        assert cls.connector in BUILTIN, cls  # a connector the server profile can load
+        options = cls.connector_options(_infos()[cls.name])
+        assert options, cls
+        assert "name" not in options, cls  # the connector's name is `connector`
+    with pytest.raises(KeyError):
+        manage.service("mysql", tmp_path)

@@ -5,8 +5,9 @@
     client.ingest(elements=[...], relations=[...])
     res = client.search("query", limit=5, clearance_scope=["internal"])
 
-The clients and results load lazily, so that `connectors` can import `uda.query.filters` and
-`uda.errors` without importing the whole package.
+The clients and results load lazily: `import uda` takes about 0.1 s, the clients with their
+backends' libraries about 0.3 s more, which a command that only prints its `--help` or an
+error should not pay.
 """
 
 from __future__ import annotations

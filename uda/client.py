@@ -1,37 +1,40 @@
 """The public clients: an async core (`AsyncClient`) and a sync facade (`Client`).
 
-The sync client runs the async core on an event loop in a background thread, so it works
-the same from scripts, from threads and from inside a running loop (notebooks); there is one
-implementation of every operation, not two.
+A search is one validated `SearchRequest`: `AsyncClient.run(request)` answers it, and
+`search(query, limit, ...)` only builds the request. The sync client, like the remote one, is
+a `uda.facade.SyncFacade`: it runs its async twin on an event loop in a background thread, so
+it works the same from scripts, from threads and from inside a running loop (notebooks);
+there is one implementation of every operation, not two.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Self, Unpack, overload
 
 from connectors.base import Connector, RelationalCapable, system_of_record
 from connectors.registry import connector_class
 from uda.config import Profile, load_profile
 from uda.embedder import Embedder, SentenceTransformerEmbedder
 from uda.errors import ConfigError, MissingCapabilityError
+from uda.facade import SyncFacade
 from uda.hlc import HybridLogicalClock
-from uda.query.contracts import SearchOptions, SearchRequest
+from uda.query.contracts import SearchOptions, SearchRequest, search_request
 from uda.query.planner import Planner
 from uda.query.results import SearchResponse
 from uda.write import consistency
 from uda.write.consistency import ConsistencyReport, RepairReport
+from uda.write.ingest import SourceIngestReport, SourceOptions, ingest_source
 from uda.write.validation import ElementInput, RelationInput
 from uda.write.writer import IngestReport, Writer, derived_stores
 
 if TYPE_CHECKING:
     from uda.http.remote import AsyncRemoteClient, RemoteClient
-
-T = TypeVar("T")
 
 _EMBEDDERS: dict[str | None, SentenceTransformerEmbedder] = {}
 _EMBEDDERS_LOCK = threading.Lock()
@@ -137,17 +140,25 @@ class AsyncClient:
     ) -> SearchResponse:
         """Search every backend of the profile; see `SearchRequest` for the options.
 
+        Builds the request and hands it to `run`. No clearance means `public` only.
+
         Raises:
             UserError: a bad request, naming the field and the value.
         """
+        request = search_request(query, limit, clearance_scope, context_filters, **options)
+        return await self.run(request)
+
+    async def run(self, request: SearchRequest) -> SearchResponse:
+        """Answer one validated search request.
+
+        The core of every search: `search` builds a request and calls this, the HTTP service
+        and the agent tools pass theirs here directly, so a request is validated once.
+
+        Raises:
+            UserError: what only the profile can judge (an unknown filter field, element
+                type, relation or clearance entry), naming the field and the value.
+        """
         planner, _ = self._require()
-        request = SearchRequest.build(
-            query=query,
-            limit=limit,
-            clearance_scope=list(clearance_scope or []),
-            context_filters=dict(context_filters or {}),
-            **options,
-        )
         return await planner.search(request)
 
     async def ingest(
@@ -199,15 +210,26 @@ class AsyncClient:
         sor = self._system_of_record()
         return await consistency.repair(sor, derived_stores(self._connectors), writer, report)
 
+    async def ingest_source(
+        self, path: str | os.PathLike[str], **options: Unpack[SourceOptions]
+    ) -> SourceIngestReport:
+        """Load a folder or git repository and write what changed, as `uda ingest` does.
 
-class Client:
+        The options (`include_code`, `policy`, `batch_size`, `tombstone_vanished`,
+        `progress`) are those of `uda.write.ingest.ingest_source`; `progress` runs on this
+        client's loop.
+
+        Returns:
+            What was loaded, written, reused and deleted.
+        """
+        return await ingest_source(self, path, **options)
+
+
+class Client(SyncFacade[AsyncClient, SearchResponse]):
     """The synchronous client: the same operations as `AsyncClient`, blocking."""
 
     def __init__(self, profile: Profile, **kwargs: Any) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="uda-loop", daemon=True)
-        self._thread.start()
-        self._async = AsyncClient(profile, **kwargs)
+        super().__init__(AsyncClient(profile, **kwargs))
         try:
             self._call(self._async.open())
         except BaseException:
@@ -218,28 +240,6 @@ class Client:
     def profile(self) -> Profile:
         """The resolved profile."""
         return self._async.profile
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def search(
-        self,
-        query: str,
-        limit: int = 5,
-        clearance_scope: Iterable[str] | None = None,
-        context_filters: Mapping[str, Any] | None = None,
-        **options: Unpack[SearchOptions],
-    ) -> SearchResponse:
-        """Search; see `AsyncClient.search`."""
-        return self._call(
-            self._async.search(query, limit, clearance_scope, context_filters, **options)
-        )
-
-    def ingest(
-        self, elements: Iterable[ElementInput] = (), relations: Iterable[RelationInput] = ()
-    ) -> IngestReport:
-        """Write elements and relations; see `AsyncClient.ingest`."""
-        return self._call(self._async.ingest(list(elements), list(relations)))
 
     def delete(self, element_ids: Iterable[str]) -> IngestReport:
         """Tombstone elements; see `AsyncClient.delete`."""
@@ -265,30 +265,14 @@ class Client:
         """Repair every derived store; see `AsyncClient.repair`."""
         return self._call(self._async.repair(report))
 
-    def close(self) -> None:
-        """Close the connectors and stop the background loop. Idempotent."""
-        if self._loop.is_closed():
-            return
-        try:
-            self._call(self._async.close())
-        finally:
-            self._stop_loop()
+    def ingest_source(
+        self, path: str | os.PathLike[str], **options: Unpack[SourceOptions]
+    ) -> SourceIngestReport:
+        """Load a folder and write what changed; see `AsyncClient.ingest_source`.
 
-    def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        `progress` runs on the client's background thread, while this call blocks.
+        """
+        return self._call(self._async.ingest_source(path, **options))
 
 
 @overload

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import uda
 from ontology import Element, KnowledgeAsset
-from uda.loaders import load_repository
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = ROOT / ".uda" / "demo"
@@ -46,15 +45,14 @@ def _describe(element: Element, score: float, snippet: str) -> list[str]:
 def main() -> int:
     """Index, ask, print."""
     started = time.perf_counter()
-    source = load_repository(ROOT)
     with uda.connect(path=STORE) as client:
-        elements = client.ingest(source.elements)
-        edges = client.ingest(relations=source.relations)
+        # The same ingest as `uda ingest`: batches, and tombstones for files that vanished.
+        indexed = client.ingest_source(ROOT)
         print(
-            f"indexed {source.repository.name}: {len(source.elements)} elements "
-            f"({elements.written} new or changed, {elements.unchanged} unchanged), "
-            f"{elements.chunks} chunks embedded {elements.embedded}, "
-            f"{edges.edges} new edges, in {time.perf_counter() - started:.1f} s\n"
+            f"indexed {indexed.repository}: {indexed.loaded} elements "
+            f"({indexed.written} new or changed, {indexed.unchanged} unchanged), "
+            f"{indexed.chunks} chunks embedded {indexed.embedded}, "
+            f"{indexed.edges} new edges, in {time.perf_counter() - started:.1f} s\n"
         )
         last = None
         for question, clearance in QUESTIONS:

@@ -6,38 +6,5 @@ the planner that maps it to exit codes and HTTP statuses; this module is its pub
 
 from __future__ import annotations
 
-from connectors.contract.errors import (
-    ClockSkewError,
-    ConfigError,
-    ConnectorError,
-    InvalidElementError,
-    InvalidRequestError,
-    MissingCapabilityError,
-    MissingElementError,
-    PlanError,
-    UDAError,
-    UnknownClearanceError,
-    UnknownConnectorError,
-    UnknownElementTypeError,
-    UnknownFilterFieldError,
-    UnknownRelationError,
-    UserError,
-)
-
-__all__ = [
-    "ClockSkewError",
-    "ConfigError",
-    "ConnectorError",
-    "InvalidElementError",
-    "InvalidRequestError",
-    "MissingCapabilityError",
-    "MissingElementError",
-    "PlanError",
-    "UDAError",
-    "UnknownClearanceError",
-    "UnknownConnectorError",
-    "UnknownElementTypeError",
-    "UnknownFilterFieldError",
-    "UnknownRelationError",
-    "UserError",
-]
+from connectors.contract.errors import *  # noqa: F403 - the whole tree, as its __all__ names it
+from connectors.contract.errors import __all__ as __all__

@@ -21,7 +21,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import httpx
 
@@ -278,7 +278,8 @@ class HttpBackend(Backend):
             raise ConnectorError(NAME, f"{what}: HTTP {response.status_code}: {detail}") from exc
         except ValueError as exc:
             raise _fail(f"{what}: the server's answer is not JSON", exc) from exc
-        if isinstance(payload, dict) and payload.get("truncated"):  # pyright: ignore[reportUnknownMemberType]
+        body = _json_object(payload)
+        if body is not None and body.get("truncated"):
             raise ConnectorError(NAME, f"{what}: the server truncated the result")
         return payload
 
@@ -342,8 +343,16 @@ def _error_detail(response: httpx.Response) -> str:
         body: Any = response.json()
     except ValueError:
         return response.text[:300]
-    if not isinstance(body, dict):
+    fields = _json_object(body)
+    if fields is None:
         return str(body)[:300]
-    exception = str(body.get("exception") or body.get("error") or "error")  # pyright: ignore[reportUnknownMemberType]
-    detail = str(body.get("detail") or "")  # pyright: ignore[reportUnknownMemberType]
+    exception = str(fields.get("exception") or fields.get("error") or "error")
+    detail = str(fields.get("detail") or "")
     return f"{exception}: {detail}"[:500]
+
+
+def _json_object(value: object) -> dict[str, Any] | None:
+    """`value` if it is a JSON object (httpx's `Response.json()` is typed `Any`), else None."""
+    if isinstance(value, dict):
+        return cast("dict[str, Any]", value)  # a JSON object's keys are strings
+    return None

@@ -2,14 +2,16 @@
 
 `connector` is the VectorCapable connector; `directory` the chunk directory in SQLite
 beside the collection, which answers filtered searches (ADR 16).
+
 The connector classes load on first use, so that importing a helper module of this package
 does not import the backend's library.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from connectors.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from connectors.chroma.connector import ChromaConnector
@@ -18,8 +20,4 @@ __all__ = [
     "ChromaConnector",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("connectors.chroma.connector"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "connectors.chroma.connector", __all__)

@@ -229,7 +229,7 @@ class ChromaConnector(Connector, VectorCapable):
                         metadatas=[_metadata(c) for c in known],
                     )
                 if self._directory is not None:
-                    self._directory.put(part)  # second: see connectors/chroma_directory.py
+                    self._directory.put(part)  # second: see connectors/chroma/directory.py
 
         await self._run(write)
 

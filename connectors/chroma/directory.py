@@ -23,6 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from connectors.contract.records import ChunkRecord, SearchFilter
+from connectors.contract.system_of_record import (
+    DERIVED_CHUNK_COLUMNS,
+    derived_chunk_values,
+    insert_sql,
+)
 from connectors.sql_filters import compile_filter
 from connectors.sqlite.connections import SQLiteConnections
 
@@ -45,7 +50,7 @@ CREATE TABLE IF NOT EXISTS chunk_text (
     text TEXT NOT NULL
 ) WITHOUT ROWID;
 """
-_UPSERT_CHUNK = "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?,?)"
+_UPSERT_CHUNK = insert_sql("chunks", DERIVED_CHUNK_COLUMNS, "?", verb="INSERT OR REPLACE")
 _UPSERT_TEXT = "INSERT OR REPLACE INTO chunk_text VALUES (?,?)"
 # Every id list is one JSON parameter, expanded by json_each: no statement grows with the input.
 _IDS = "(SELECT value FROM json_each(?))"
@@ -89,7 +94,7 @@ class ChunkDirectory:
         if not chunks:
             return
         with self._transaction() as conn:
-            conn.executemany(_UPSERT_CHUNK, [_row(c) for c in chunks])
+            conn.executemany(_UPSERT_CHUNK, [derived_chunk_values(c, json.dumps) for c in chunks])
             conn.executemany(_UPSERT_TEXT, [(c.chunk_id, c.text) for c in chunks])
 
     def delete_elements(self, element_ids: Sequence[str]) -> None:
@@ -174,7 +179,7 @@ def reconcile(
 
 
 def record_from_metadata(chunk_id: str, meta: Mapping[str, Any], text: str) -> ChunkRecord:
-    """A chunk record rebuilt from Chroma's metadata of it (see connectors/chroma.py)."""
+    """A chunk record rebuilt from Chroma's metadata of it (see connectors/chroma/connector.py)."""
     scope = str(meta["scope"])
     return ChunkRecord(
         chunk_id=chunk_id,
@@ -190,20 +195,6 @@ def record_from_metadata(chunk_id: str, meta: Mapping[str, Any], text: str) -> C
         valid_from=int(meta["valid_from"]),
         valid_to=int(meta["valid_to"]),
         filter_values={k[2:]: v for k, v in meta.items() if k.startswith("f_")},
-    )
-
-
-def _row(chunk: ChunkRecord) -> tuple[Any, ...]:
-    return (
-        chunk.chunk_id,
-        chunk.element_id,
-        chunk.version,
-        chunk.element_type,
-        chunk.sensitivity_rank,
-        chunk.scope,
-        chunk.valid_from,
-        chunk.valid_to,
-        json.dumps(dict(chunk.filter_values)),
     )
 
 

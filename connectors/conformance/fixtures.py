@@ -96,17 +96,17 @@ class Harness:
 
     async def new(self) -> Connector:
         """A fresh connector from the factory (closed after the test)."""
-        connector = await self.factory.new()
-        if not isinstance(connector, Connector):
-            raise TypeError(f"connector_factory.new() returned {connector!r}, not a Connector")
+        connector = _connector(
+            await self.factory.new(), "connector_factory.new() returned {!r}, not a Connector"
+        )
         self.opened.append(connector)
         return connector
 
     async def reopen(self, old: Connector) -> Connector:
         """The same data through a new connection (closed after the test)."""
-        connector = await self.factory.reopen(old)
-        if not isinstance(connector, Connector):
-            raise TypeError(f"connector_factory.reopen() returned {connector!r}")
+        connector = _connector(
+            await self.factory.reopen(old), "connector_factory.reopen() returned {!r}"
+        )
         self.opened.append(connector)
         return connector
 
@@ -115,6 +115,13 @@ class Harness:
         for connector in reversed(self.opened):
             await connector.close()
         self.opened.clear()
+
+
+def _connector(returned: object, message: str) -> Connector:
+    """What a factory returned, checked at run time: the factory is the implementer's code."""
+    if not isinstance(returned, Connector):
+        raise TypeError(message.format(returned))
+    return returned
 
 
 def claim(connector: Connector, capability: type[C]) -> C:

@@ -81,3 +81,22 @@ class PlanError(UDAError):
 
 class ClockSkewError(UDAError):
     """A remote HLC timestamp is further ahead of the local clock than the allowed offset."""
+
+
+__all__ = [
+    "ClockSkewError",
+    "ConfigError",
+    "ConnectorError",
+    "InvalidElementError",
+    "InvalidRequestError",
+    "MissingCapabilityError",
+    "MissingElementError",
+    "PlanError",
+    "UDAError",
+    "UnknownClearanceError",
+    "UnknownConnectorError",
+    "UnknownElementTypeError",
+    "UnknownFilterFieldError",
+    "UnknownRelationError",
+    "UserError",
+]

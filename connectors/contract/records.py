@@ -132,3 +132,15 @@ def walks_back(level: int, backward_hops: int | None) -> bool:
     visible edges and the per-result context paths all use it.
     """
     return backward_hops is None or level < backward_hops
+
+
+__all__ = [
+    "OPEN",
+    "ChunkHit",
+    "ChunkRecord",
+    "GraphEdge",
+    "GraphNode",
+    "SearchFilter",
+    "Subgraph",
+    "walks_back",
+]

@@ -3,12 +3,106 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from connectors.contract.predicates import Scalar
-from connectors.contract.records import OPEN, GraphEdge
+from connectors.contract.records import OPEN, ChunkRecord, GraphEdge
+
+# -- the rows the stores keep ----------------------------------------------------------
+# Every connector spells its statements from these column lists, and the `*_from_row` and
+# `*_values` functions below read and write rows in their order, so that a statement and the
+# code that reads its rows cannot drift apart.
+
+STATE_COLUMNS = (
+    "element_id",
+    "version",
+    "hlc",
+    "valid_to",
+    "element_type",
+    "name",
+    "sensitivity_rank",
+    "scope",
+    "timestamp_ms",
+    "tombstone",
+    "content_hash",
+    "payload",
+    "filter_values",
+)
+"""The `states` table: `StoredState`'s stored fields, of the same names, in row order."""
+CLEARANCE_COLUMNS = ("element_id", "version", "sensitivity_rank", "scope", "tombstone")
+"""What clearance reads of a state (`StateClearance`'s fields of the same names)."""
+LATEST_COLUMNS = ("sensitivity_rank", "scope")
+"""What a state query adds of the element's newest state (the `latest_*` fields)."""
+JSON_COLUMNS = frozenset(("payload", "filter_values"))
+"""The columns that hold JSON objects."""
+CHUNK_COLUMNS = ("chunk_id", "element_id", "version", "idx", "text", "embedding")
+"""The `chunks` table: a `ChunkRow` (`idx` is its `index`), in row order."""
+CHUNK_STATE_COLUMNS = (
+    "element_type",
+    "name",
+    "sensitivity_rank",
+    "scope",
+    "hlc",
+    "valid_to",
+    "filter_values",
+)
+"""What a `ChunkRecord` takes from its state's row (`hlc` is its `valid_from`)."""
+LOADED_CHUNK_COLUMNS = (
+    *(f"c.{column}" for column in CHUNK_COLUMNS if column != "chunk_id"),
+    *(f"s.{column}" for column in CHUNK_STATE_COLUMNS),
+)
+"""The row `load_chunks` reads: a chunk (alias `c`) joined to its state (alias `s`)."""
+DERIVED_CHUNK_COLUMNS = (
+    "chunk_id",
+    "element_id",
+    "version",
+    "element_type",
+    "sensitivity_rank",
+    "scope",
+    "valid_from",
+    "valid_to",
+    "filter_values",
+)
+"""What every derived chunk store keeps of a `ChunkRecord` to filter on it, in row order.
+
+The fields of the same names; the pushdown filters (`compile_filter`) read these columns.
+"""
+
+
+def _values(
+    item: object, names: Iterable[str], write: Mapping[str, Callable[[Any], object]]
+) -> tuple[Any, ...]:
+    """`item`'s fields `names` as a row; `write` converts the named fields' values (not None)."""
+    row: list[Any] = []
+    for name in names:
+        value = getattr(item, name)
+        convert = write.get(name)
+        row.append(value if convert is None or value is None else convert(value))
+    return tuple(row)
+
+
+def _json(json_value: Callable[[dict[str, Any]], object]) -> Callable[[Any], object]:
+    """A JSON column's writer: the mapping copied to a dict, then `json_value`."""
+    return lambda mapping: json_value(dict(mapping))
+
+
+def column_list(columns: Iterable[str], alias: str = "", *, json_as: str = "{}") -> str:
+    """`columns` for a statement, each prefixed `alias.` if given.
+
+    `json_as` is the expression that reads a JSON column (`{}` stands for the column).
+    """
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(
+        (json_as if column in JSON_COLUMNS else "{}").format(prefix + column) for column in columns
+    )
+
+
+def insert_sql(table: str, columns: Sequence[str], mark: str, *, verb: str = "INSERT") -> str:
+    """`verb INTO table (columns) VALUES (...)`, a parameter `mark` (`?`, `%s`) per column."""
+    values = ", ".join([mark] * len(columns))
+    return f"{verb} INTO {table} ({column_list(columns)}) VALUES ({values})"
 
 
 class LazyJSON(Mapping[str, Any]):
@@ -74,38 +168,40 @@ class StoredState:
     latest_scope: str | None = None
 
 
-def state_from_row(row: Sequence[Any]) -> StoredState:
-    """A state from a row of the stores' state queries, in `StoredState`'s field order.
+def _latest(columns: Iterable[str]) -> tuple[str, ...]:
+    """The fields of a state query's row: `columns`, then the newest state's clearance."""
+    return (*columns, *(f"latest_{column}" for column in LATEST_COLUMNS))
 
-    Columns: element id, version, hlc, valid_to, type, name, sensitivity, scope, timestamp,
-    tombstone, content hash, payload and filter values (JSON text, parsed when first used),
-    newest sensitivity, newest scope.
+
+_STATE_FIELDS = _latest(STATE_COLUMNS)
+_JSON_STATE_COLUMNS = tuple(column for column in STATE_COLUMNS if column in JSON_COLUMNS)
+
+
+def state_from_row(row: Sequence[Any]) -> StoredState:
+    """A state from a row of the stores' state queries: `STATE_COLUMNS`, `LATEST_COLUMNS`.
+
+    Payload and filter values come as JSON text, parsed when first used.
     """
     # The frozen dataclass's __init__ sets each field through object.__setattr__; a search
     # builds hundreds of states, and that was half their cost. Filling the instance dict
     # gives the same object (tests/test_write_path.py holds it equal to the constructor's).
     state = _new_state(StoredState)
-    state.__dict__.update(
-        element_id=row[0],
-        version=row[1],
-        hlc=row[2],
-        valid_to=row[3],
-        element_type=row[4],
-        name=row[5],
-        sensitivity_rank=row[6],
-        scope=row[7],
-        timestamp_ms=row[8],
-        tombstone=bool(row[9]),
-        content_hash=row[10],
-        payload=LazyJSON(row[11]),
-        filter_values=LazyJSON(row[12]),
-        latest_sensitivity_rank=row[13],
-        latest_scope=row[14],
-    )
+    values = state.__dict__
+    values.update(zip(_STATE_FIELDS, row, strict=True))
+    values["tombstone"] = bool(values["tombstone"])
+    for column in _JSON_STATE_COLUMNS:
+        values[column] = LazyJSON(values[column])
     return state
 
 
 _new_state = object.__new__
+
+
+def state_values(
+    state: StoredState, json_value: Callable[[dict[str, Any]], object]
+) -> tuple[Any, ...]:
+    """A state as a row of `STATE_COLUMNS`, its JSON columns written by `json_value`."""
+    return _values(state, STATE_COLUMNS, dict.fromkeys(JSON_COLUMNS, _json(json_value)))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -138,17 +234,19 @@ class StateClearance:
         )
 
 
+_CLEARANCE_FIELDS = _latest(CLEARANCE_COLUMNS)
+
+
 def clearance_from_row(row: Sequence[Any]) -> StateClearance:
-    """A clearance from a row of the stores' clearance queries, in the fields' order."""
-    return StateClearance(
-        element_id=row[0],
-        version=row[1],
-        sensitivity_rank=row[2],
-        scope=row[3],
-        tombstone=bool(row[4]),
-        latest_sensitivity_rank=row[5],
-        latest_scope=row[6],
-    )
+    """A clearance from a row of the clearance queries: `CLEARANCE_COLUMNS`, `LATEST_COLUMNS`."""
+    values = dict(zip(_CLEARANCE_FIELDS, row, strict=True))
+    values["tombstone"] = bool(values["tombstone"])
+    return StateClearance(**values)
+
+
+# A state row fills a `StoredState` field by field: its columns must be the fields.
+if set(_STATE_FIELDS) != {f.name for f in fields(StoredState)}:
+    raise TypeError("STATE_COLUMNS and LATEST_COLUMNS must name StoredState's fields")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,6 +266,50 @@ class ChunkRow:
     def chunk_id(self) -> str:
         """Stable id: element, version, position."""
         return chunk_id(self.element_id, self.version, self.index)
+
+
+def _chunk_fields(columns: Iterable[str]) -> tuple[str, ...]:
+    """The `ChunkRow` or `ChunkRecord` fields that chunk columns (aliased or not) hold."""
+    renamed = {"idx": "index", "hlc": "valid_from"}
+    names = (column.rpartition(".")[2] for column in columns)
+    return tuple(renamed.get(name, name) for name in names)
+
+
+_CHUNK_FIELDS = _chunk_fields(CHUNK_COLUMNS)
+_LOADED_CHUNK_FIELDS = _chunk_fields(LOADED_CHUNK_COLUMNS)
+
+
+def chunk_values(
+    chunk: ChunkRow, embedding: Callable[[Sequence[float]], object]
+) -> tuple[Any, ...]:
+    """A chunk as a row of `CHUNK_COLUMNS`, a present embedding written by `embedding`."""
+    return _values(chunk, _CHUNK_FIELDS, {"embedding": embedding})
+
+
+def chunk_record_from_row(
+    row: Sequence[Any],
+    *,
+    embedding: Callable[[Any], Sequence[float]],
+    filter_values: Callable[[Any], Mapping[str, Scalar]],
+) -> ChunkRecord:
+    """A chunk with its state's metadata from a row of `LOADED_CHUNK_COLUMNS`.
+
+    `embedding` reads a stored embedding (NULL stays None), `filter_values` the stored JSON.
+    """
+    values = dict(zip(_LOADED_CHUNK_FIELDS, row, strict=True))
+    stored = values["embedding"]
+    values["embedding"] = None if stored is None else embedding(stored)
+    values["filter_values"] = filter_values(values["filter_values"])
+    return ChunkRecord(
+        chunk_id=chunk_id(values["element_id"], values["version"], values["index"]), **values
+    )
+
+
+def derived_chunk_values(
+    chunk: ChunkRecord, json_value: Callable[[dict[str, Scalar]], object]
+) -> tuple[Any, ...]:
+    """A chunk as a row of `DERIVED_CHUNK_COLUMNS`, its filter values written by `json_value`."""
+    return _values(chunk, DERIVED_CHUNK_COLUMNS, {"filter_values": _json(json_value)})
 
 
 def chunk_id(element_id: str, version: int, index: int) -> str:

@@ -3,14 +3,16 @@
 `connector` assembles the legs: `store` (pool and schema), `vector` (pgvector HNSW),
 `lexical` and `text` (BM25 over the shared analyzer), `sql` (every statement) and `values`
 (row and parameter conversions).
+
 The connector classes load on first use, so that importing a helper module of this package
 does not import the backend's library.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from connectors.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from connectors.postgres.connector import PostgresConnector
@@ -19,8 +21,4 @@ __all__ = [
     "PostgresConnector",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("connectors.postgres.connector"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "connectors.postgres.connector", __all__)

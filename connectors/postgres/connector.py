@@ -29,9 +29,11 @@ from connectors.contract.system_of_record import (
     StateClearance,
     StoredState,
     WriteBatch,
-    chunk_id,
+    chunk_record_from_row,
+    chunk_values,
     clearance_from_row,
     state_from_row,
+    state_values,
 )
 from connectors.postgres import sql as q
 from connectors.postgres import values as pv
@@ -73,40 +75,11 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
             if batch.states:
                 # Plain INSERT: a concurrent writer that took the same version fails loudly.
                 await cur.executemany(
-                    q.INSERT_STATE,
-                    [
-                        (
-                            s.element_id,
-                            s.version,
-                            s.hlc,
-                            s.valid_to,
-                            s.element_type,
-                            s.name,
-                            s.sensitivity_rank,
-                            s.scope,
-                            s.timestamp_ms,
-                            s.tombstone,
-                            s.content_hash,
-                            Jsonb(dict(s.payload)),
-                            Jsonb(dict(s.filter_values)),
-                        )
-                        for s in batch.states
-                    ],
+                    q.INSERT_STATE.encode(), [state_values(s, Jsonb) for s in batch.states]
                 )
             if batch.chunks:
                 await cur.executemany(
-                    q.UPSERT_CHUNK,
-                    [
-                        (
-                            c.chunk_id,
-                            c.element_id,
-                            c.version,
-                            c.index,
-                            c.text,
-                            None if c.embedding is None else pv.vector(c.embedding),
-                        )
-                        for c in batch.chunks
-                    ],
+                    q.UPSERT_CHUNK.encode(), [chunk_values(c, pv.vector) for c in batch.chunks]
                 )
             if batch.edges:
                 await cur.executemany(
@@ -193,21 +166,10 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         rows = await self._select(
             q.LOAD_CHUNKS, {"eids": [k[0] for k in keys], "vers": [k[1] for k in keys]}
         )
+        # pgvector reads a vector as its `Vector`; psycopg reads JSONB as a dict.
         return [
-            ChunkRecord(
-                chunk_id=chunk_id(r[0], r[1], r[2]),
-                element_id=r[0],
-                version=r[1],
-                index=r[2],
-                text=r[3],
-                embedding=None if r[4] is None else r[4].to_list(),
-                element_type=r[5],
-                name=r[6],
-                sensitivity_rank=r[7],
-                scope=r[8],
-                valid_from=r[9],
-                valid_to=r[10],
-                filter_values=r[11],
+            chunk_record_from_row(
+                r, embedding=lambda stored: stored.to_list(), filter_values=lambda stored: stored
             )
             for r in rows
         ]

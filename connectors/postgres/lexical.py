@@ -11,6 +11,7 @@ from connectors.analyzer import query_terms
 from connectors.base import TextCapable
 from connectors.bm25 import BM25_B, BM25_K1
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
+from connectors.contract.system_of_record import derived_chunk_values
 from connectors.postgres import sql as q
 from connectors.postgres import text as lexical
 from connectors.postgres import values as pv
@@ -41,23 +42,8 @@ class PostgresTextLeg(PostgresStore, TextCapable):
             stored = {row[0]: (row[1], row[2]) for row in await cur.fetchall()}
             async with conn.cursor() as many:
                 await many.executemany(
-                    lexical.UPSERT_TEXT_CHUNK,
-                    [
-                        (
-                            c.chunk_id,
-                            c.element_id,
-                            c.version,
-                            c.element_type,
-                            c.sensitivity_rank,
-                            c.scope,
-                            c.valid_from,
-                            c.valid_to,
-                            Jsonb(dict(c.filter_values)),
-                            c.name,
-                            c.text,
-                        )
-                        for c in unique
-                    ],
+                    lexical.UPSERT_TEXT_CHUNK.encode(),
+                    [(*derived_chunk_values(c, Jsonb), c.name, c.text) for c in unique],
                 )
             # A metadata-only update (a retired state) leaves the term index alone.
             fresh = [c for c in unique if stored.get(c.chunk_id) != (c.name, c.text)]

@@ -7,11 +7,22 @@ named parameter.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
 from connectors.contract.predicates import Op, Predicate
 from connectors.contract.records import OPEN, SearchFilter
+from connectors.contract.system_of_record import (
+    CHUNK_COLUMNS,
+    CLEARANCE_COLUMNS,
+    DERIVED_CHUNK_COLUMNS,
+    LATEST_COLUMNS,
+    LOADED_CHUNK_COLUMNS,
+    STATE_COLUMNS,
+    column_list,
+    insert_sql,
+)
 
 
 def schema(dimension: int) -> str:
@@ -114,20 +125,19 @@ CREATE INDEX IF NOT EXISTS chunk_terms_chunk ON chunk_terms (chunk_id);
 """
 
 
+def conflict_update(key: str, columns: Sequence[str]) -> str:
+    """`ON CONFLICT (key)`: every other of `columns` takes the value just inserted."""
+    updates = ", ".join(f"{column} = excluded.{column}" for column in columns if column != key)
+    return f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
+
+
 # -- system of record ------------------------------------------------------------------
-INSERT_STATE = """
-INSERT INTO states (element_id, version, hlc, valid_to, element_type, name, sensitivity_rank,
-                    scope, timestamp_ms, tombstone, content_hash, payload, filter_values)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-"""
+# Rows spelled from connectors/contract/system_of_record.py.
+INSERT_STATE = insert_sql("states", STATE_COLUMNS, "%s")
 RETIRE_STATE = "UPDATE states SET valid_to = %s WHERE element_id = %s AND version = %s"
-UPSERT_CHUNK = """
-INSERT INTO chunks (chunk_id, element_id, version, idx, text, embedding)
-VALUES (%s, %s, %s, %s, %s, %s)
-ON CONFLICT (chunk_id) DO UPDATE SET
-    element_id = excluded.element_id, version = excluded.version, idx = excluded.idx,
-    text = excluded.text, embedding = excluded.embedding
-"""
+UPSERT_CHUNK = (
+    f"{insert_sql('chunks', CHUNK_COLUMNS, '%s')}\n{conflict_update('chunk_id', CHUNK_COLUMNS)}"
+)
 UPSERT_EDGE = """
 INSERT INTO edges (source_id, relation, target_id, valid_from, valid_to)
 VALUES (%s, %s, %s, %s, %s)
@@ -141,11 +151,9 @@ ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value, excluded.value)
 """
 
 
-_STATE_COLUMNS = (
-    "s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name, s.sensitivity_rank, "
-    "s.scope, s.timestamp_ms, s.tombstone, s.content_hash, s.payload::text, s.filter_values::text"
-)
-_CLEARANCE_COLUMNS = "s.element_id, s.version, s.sensitivity_rank, s.scope, s.tombstone"
+# Payload and filter values as JSON text, for `LazyJSON`.
+_STATE_SELECT = column_list(STATE_COLUMNS, "s", json_as="{}::text")
+_CLEARANCE_SELECT = column_list(CLEARANCE_COLUMNS, "s")
 
 
 def states_sql(as_of: int | None) -> str:
@@ -154,12 +162,12 @@ def states_sql(as_of: int | None) -> str:
     Payload and filter values come as JSON text, for `LazyJSON`: a search fetches hundreds of
     states and hydrates a few.
     """
-    return _state_rows_sql(_STATE_COLUMNS, as_of)
+    return _state_rows_sql(_STATE_SELECT, as_of)
 
 
 def clearances_sql(as_of: int | None) -> str:
     """`states_sql` for the `StateClearance` columns only (no payload)."""
-    return _state_rows_sql(_CLEARANCE_COLUMNS, as_of)
+    return _state_rows_sql(_CLEARANCE_SELECT, as_of)
 
 
 def _state_rows_sql(columns: str, as_of: int | None) -> str:
@@ -168,9 +176,9 @@ def _state_rows_sql(columns: str, as_of: int | None) -> str:
     A current state is the newest, so it needs no second row.
     """
     if as_of is None:
-        latest, join, validity = "s.sensitivity_rank, s.scope", "", f"s.valid_to = {OPEN}"
+        latest, join, validity = column_list(LATEST_COLUMNS, "s"), "", f"s.valid_to = {OPEN}"
     else:
-        latest = "l.sensitivity_rank, l.scope"
+        latest = column_list(LATEST_COLUMNS, "l")
         join = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
         validity = "s.hlc <= %(as_of)s AND s.valid_to > %(as_of)s"
     return f"""
@@ -186,16 +194,15 @@ LIVE_EDGES = f"""
 SELECT source_id, relation, target_id, valid_from, valid_to FROM edges
 WHERE valid_to = {OPEN} AND (source_id = ANY(%(ids)s::text[]) OR target_id = ANY(%(ids)s::text[]))
 """  # noqa: S608 - fixed fragments only
-LOAD_CHUNKS = """
+LOAD_CHUNKS = f"""
 WITH keys AS (
     SELECT DISTINCT eid, ver FROM unnest(%(eids)s::text[], %(vers)s::int[]) AS k(eid, ver))
-SELECT c.element_id, c.version, c.idx, c.text, c.embedding, s.element_type, s.name,
-       s.sensitivity_rank, s.scope, s.hlc, s.valid_to, s.filter_values
+SELECT {column_list(LOADED_CHUNK_COLUMNS)}
 FROM keys
 JOIN chunks c ON c.element_id = keys.eid AND c.version = keys.ver
 JOIN states s ON s.element_id = c.element_id AND s.version = c.version
 ORDER BY c.element_id COLLATE "C", c.version, c.idx
-"""
+"""  # noqa: S608 - fixed fragments only
 LOAD_EDGES = """
 WITH keys AS (
     SELECT DISTINCT s, r, t FROM unnest(%(s)s::text[], %(r)s::text[], %(t)s::text[]) AS k(s, r, t))
@@ -223,16 +230,11 @@ LATEST_VERSIONS = "SELECT element_id, max(version) FROM states GROUP BY element_
 PENDING_COUNTS = "SELECT store, count(*) FROM outbox GROUP BY store"
 
 # -- vector store ----------------------------------------------------------------------
-UPSERT_VECTOR_CHUNK = """
-INSERT INTO vector_chunks (chunk_id, element_id, version, element_type, sensitivity_rank, scope,
-                           valid_from, valid_to, filter_values, text, embedding)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (chunk_id) DO UPDATE SET
-    element_id = excluded.element_id, version = excluded.version,
-    element_type = excluded.element_type, sensitivity_rank = excluded.sensitivity_rank,
-    scope = excluded.scope, valid_from = excluded.valid_from, valid_to = excluded.valid_to,
-    filter_values = excluded.filter_values, text = excluded.text, embedding = excluded.embedding
-"""
+_VECTOR_CHUNK_COLUMNS = (*DERIVED_CHUNK_COLUMNS, "text", "embedding")
+UPSERT_VECTOR_CHUNK = (
+    f"{insert_sql('vector_chunks', _VECTOR_CHUNK_COLUMNS, '%s')}\n"
+    f"{conflict_update('chunk_id', _VECTOR_CHUNK_COLUMNS)}"
+)
 
 # Transaction-local settings for the approximate query (parameters: ef_search and
 # max_scan_tuples). Sequential and bitmap scans are off because pgvector's cost estimate does

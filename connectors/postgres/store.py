@@ -2,14 +2,14 @@
 
 `PostgresStore` opens the pool (pgvector's types registered on every connection), creates
 the extension, schema and tables under an advisory lock, and turns every psycopg error into
-a `ConnectorError`. The roles (`connectors/postgres.py`, `postgres_vector.py`,
+a `ConnectorError`. The roles (`connectors/postgres/connector.py`, `postgres_vector.py`,
 `postgres_lexical.py`) are mixins over it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -163,7 +163,7 @@ class PostgresStore(Connector):
             await pool.close()
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+    async def _connection(self) -> AsyncGenerator[AsyncConnection[Any]]:
         """A pooled connection; every psycopg error inside becomes a `ConnectorError`."""
         if self._pool is None:
             raise ConnectorError(self.name, "not connected: call connect() first")

@@ -13,17 +13,16 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from connectors.analyzer import ANALYZER_VERSION, term_frequencies
+from connectors.contract.system_of_record import DERIVED_CHUNK_COLUMNS, column_list
+from connectors.postgres.sql import conflict_update
 
-UPSERT_TEXT_CHUNK = """
-INSERT INTO text_chunks (chunk_id, element_id, version, element_type, sensitivity_rank, scope,
-                         valid_from, valid_to, filter_values, name, text, length)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0)
-ON CONFLICT (chunk_id) DO UPDATE SET
-    element_id = excluded.element_id, version = excluded.version,
-    element_type = excluded.element_type, sensitivity_rank = excluded.sensitivity_rank,
-    scope = excluded.scope, valid_from = excluded.valid_from, valid_to = excluded.valid_to,
-    filter_values = excluded.filter_values, name = excluded.name, text = excluded.text
-"""
+_TEXT_CHUNK_COLUMNS = (*DERIVED_CHUNK_COLUMNS, "name", "text")
+# `length` is 0 until `index_terms` counts the terms; an update (new metadata) leaves it.
+UPSERT_TEXT_CHUNK = f"""
+INSERT INTO text_chunks ({column_list(_TEXT_CHUNK_COLUMNS)}, length)
+VALUES ({", ".join(["%s"] * len(_TEXT_CHUNK_COLUMNS))}, 0)
+{conflict_update("chunk_id", _TEXT_CHUNK_COLUMNS)}
+"""  # noqa: S608 - fixed fragments only
 # A chunk whose term rows do not add up to its length lost (or gained) index entries.
 TEXT_INDEX_DRIFT = """
 SELECT count(*) FROM text_chunks t

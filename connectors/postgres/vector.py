@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 from connectors.base import VectorCapable
 from connectors.contract.errors import ConnectorError
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
+from connectors.contract.system_of_record import derived_chunk_values
 from connectors.postgres import sql as q
 from connectors.postgres import values as pv
 from connectors.postgres.store import PostgresStore
@@ -32,19 +33,7 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
         await self._write_many(
             q.UPSERT_VECTOR_CHUNK,
             [
-                (
-                    c.chunk_id,
-                    c.element_id,
-                    c.version,
-                    c.element_type,
-                    c.sensitivity_rank,
-                    c.scope,
-                    c.valid_from,
-                    c.valid_to,
-                    Jsonb(dict(c.filter_values)),
-                    c.text,
-                    pv.vector(c.embedding or ()),
-                )
+                (*derived_chunk_values(c, Jsonb), c.text, pv.vector(c.embedding or ()))
                 for c in pv.last_per_id(chunks)
             ],
         )

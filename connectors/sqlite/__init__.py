@@ -3,14 +3,16 @@
 `connector` is the RelationalCapable and TextCapable connector; `schema` its tables and
 statements, `text` the BM25 leg, `connections` the writer and per-thread readers it shares
 with the Chroma chunk directory.
+
 The connector classes load on first use, so that importing a helper module of this package
 does not import the backend's library.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from connectors.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from connectors.sqlite.connector import SQLiteConnector
@@ -19,8 +21,4 @@ __all__ = [
     "SQLiteConnector",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("connectors.sqlite.connector"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "connectors.sqlite.connector", __all__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -83,7 +83,7 @@ class SQLiteConnections:
         return conn
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Generator[sqlite3.Connection]:
         """The writer inside BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any error)."""
         if self._writer is None:
             raise self._not_open()
@@ -102,7 +102,7 @@ class SQLiteConnections:
 def _ensure_ln(conn: sqlite3.Connection) -> None:
     """Give the connection `ln` where SQLite was built without its math functions.
 
-    The lexical query calls it once per query term (connectors/sqlite_schema.py, BM25_SQL).
+    The lexical query calls it once per query term (connectors/sqlite/schema.py, BM25_SQL).
     """
     try:
         conn.execute("SELECT ln(1)")

@@ -27,22 +27,27 @@ from connectors.contract.system_of_record import (
     StateClearance,
     StoredState,
     WriteBatch,
-    chunk_id,
+    chunk_record_from_row,
+    chunk_values,
     clearance_from_row,
     state_from_row,
+    state_values,
 )
 from connectors.sql_filters import compile_filter
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connections import SQLiteConnections
 from connectors.sqlite.schema import (
-    CLEARANCE_COLUMNS,
+    CLEARANCE_SELECT,
     EXPECTED_CHUNKS_SQL,
     EXPECTED_EDGES_SQL,
+    INSERT_CHUNK_SQL,
+    INSERT_STATE_SQL,
     LATEST_VERSIONS_SQL,
     LIVE_EDGES_SQL,
+    LOAD_CHUNKS_SQL,
     PENDING_COUNTS_SQL,
     SCHEMA,
-    STATE_COLUMNS,
+    STATE_SELECT,
     TEXT_INDEX_DRIFT_SQL,
     VISIBLE_STATS_SQL,
     state_rows_sql,
@@ -113,42 +118,9 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
                 [(valid_to, eid, version) for eid, version, valid_to in batch.retire],
             )
             # Plain INSERT: a concurrent writer that took the same version fails loudly.
+            conn.executemany(INSERT_STATE_SQL, [state_values(s, json.dumps) for s in batch.states])
             conn.executemany(
-                "INSERT INTO states VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [
-                    (
-                        s.element_id,
-                        s.version,
-                        s.hlc,
-                        s.valid_to,
-                        s.element_type,
-                        s.name,
-                        s.sensitivity_rank,
-                        s.scope,
-                        s.timestamp_ms,
-                        int(s.tombstone),
-                        s.content_hash,
-                        json.dumps(dict(s.payload)),
-                        json.dumps(dict(s.filter_values)),
-                    )
-                    for s in batch.states
-                ],
-            )
-            conn.executemany(
-                "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?)",
-                [
-                    (
-                        c.chunk_id,
-                        c.element_id,
-                        c.version,
-                        c.index,
-                        c.text,
-                        None
-                        if c.embedding is None
-                        else np.asarray(c.embedding, dtype=np.float32).tobytes(),
-                    )
-                    for c in batch.chunks
-                ],
+                INSERT_CHUNK_SQL, [chunk_values(c, _embedding_blob) for c in batch.chunks]
             )
             conn.executemany(
                 "INSERT INTO edges VALUES (?,?,?,?,?) ON CONFLICT DO UPDATE SET "
@@ -189,11 +161,11 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
     def _clearances(
         self, element_ids: Sequence[str], as_of: int | None
     ) -> dict[str, StateClearance]:
-        rows = self._state_rows(CLEARANCE_COLUMNS, element_ids, as_of)
+        rows = self._state_rows(CLEARANCE_SELECT, element_ids, as_of)
         return {row[0]: clearance_from_row(row) for row in rows}
 
     def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
-        rows = self._state_rows(STATE_COLUMNS, element_ids, as_of)
+        rows = self._state_rows(STATE_SELECT, element_ids, as_of)
         return {row[0]: state_from_row(row) for row in rows}
 
     def _state_rows(
@@ -240,37 +212,11 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         """Chunks of the given states, with metadata from their state rows."""
 
         def query() -> list[ChunkRecord]:
-            # DISTINCT: a drain page may name a state twice (a repair re-sends a pending key),
-            # and a store must not get the same chunk twice in one upsert.
             rows = self._reader().execute(
-                """WITH keys(eid, ver) AS (
-                       SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                       FROM json_each(?))
-                   SELECT c.element_id, c.version, c.idx, c.text, c.embedding, s.element_type,
-                          s.name, s.sensitivity_rank, s.scope, s.hlc, s.valid_to, s.filter_values
-                   FROM keys JOIN chunks c ON c.element_id = keys.eid AND c.version = keys.ver
-                   JOIN states s ON s.element_id = c.element_id AND s.version = c.version
-                   ORDER BY c.element_id, c.version, c.idx""",
-                (json.dumps([list(k) for k in state_keys]),),
+                LOAD_CHUNKS_SQL, (json.dumps([list(k) for k in state_keys]),)
             )
             return [
-                ChunkRecord(
-                    chunk_id=chunk_id(r[0], r[1], r[2]),
-                    element_id=r[0],
-                    version=r[1],
-                    index=r[2],
-                    text=r[3],
-                    embedding=None
-                    if r[4] is None
-                    else np.frombuffer(r[4], dtype=np.float32).tolist(),
-                    element_type=r[5],
-                    name=r[6],
-                    sensitivity_rank=r[7],
-                    scope=r[8],
-                    valid_from=r[9],
-                    valid_to=r[10],
-                    filter_values=json.loads(r[11]),
-                )
+                chunk_record_from_row(r, embedding=_embedding_list, filter_values=json.loads)
                 for r in rows
             ]
 
@@ -311,7 +257,7 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
 
         return await self._run(query)
 
-    # -- consistency: what the derived stores should hold (uda/consistency.py) -------------
+    # -- consistency: what the derived stores should hold (uda/write/consistency.py) -------------
     async def expected_chunks(self) -> dict[str, int]:
         """Every chunk id with its state's `valid_to`."""
         return dict(await self._select(EXPECTED_CHUNKS_SQL))
@@ -432,6 +378,14 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
             cache.clear()
         cache[key] = (version, int(n_docs), float(avg_len or 0.0))
         return int(n_docs), float(avg_len or 0.0)
+
+
+def _embedding_blob(embedding: Sequence[float]) -> bytes:
+    return np.asarray(embedding, dtype=np.float32).tobytes()
+
+
+def _embedding_list(blob: bytes) -> list[float]:
+    return np.frombuffer(blob, dtype=np.float32).tolist()
 
 
 def _edge(row: Any) -> GraphEdge:

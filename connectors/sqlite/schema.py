@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 from connectors.contract.records import OPEN
+from connectors.contract.system_of_record import (
+    CHUNK_COLUMNS,
+    CLEARANCE_COLUMNS,
+    LATEST_COLUMNS,
+    LOADED_CHUNK_COLUMNS,
+    STATE_COLUMNS,
+    column_list,
+    insert_sql,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS states (
@@ -130,7 +139,7 @@ WHERE valid_to = ?2 AND (
     OR target_id IN (SELECT value FROM json_each(?1)))
 """
 
-# What the derived stores should hold (uda/consistency.py), each in one statement.
+# What the derived stores should hold (uda/write/consistency.py), each in one statement.
 EXPECTED_CHUNKS_SQL = """
 SELECT c.chunk_id, s.valid_to FROM chunks c
 JOIN states s ON s.element_id = c.element_id AND s.version = c.version
@@ -148,24 +157,34 @@ SELECT (SELECT count(*) FROM text_chunks t
 """
 
 
-STATE_COLUMNS = (
-    "s.element_id, s.version, s.hlc, s.valid_to, s.element_type, s.name, s.sensitivity_rank, "
-    "s.scope, s.timestamp_ms, s.tombstone, s.content_hash, s.payload, s.filter_values"
-)
-CLEARANCE_COLUMNS = "s.element_id, s.version, s.sensitivity_rank, s.scope, s.tombstone"
+# The system of record's rows, spelled from connectors/contract/system_of_record.py.
+INSERT_STATE_SQL = insert_sql("states", STATE_COLUMNS, "?")
+INSERT_CHUNK_SQL = insert_sql("chunks", CHUNK_COLUMNS, "?", verb="INSERT OR REPLACE")
+# DISTINCT: a drain page may name a state twice (a repair re-sends a pending key), and a
+# store must not get the same chunk twice in one upsert.
+LOAD_CHUNKS_SQL = f"""
+WITH keys(eid, ver) AS (
+    SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+SELECT {column_list(LOADED_CHUNK_COLUMNS)}
+FROM keys JOIN chunks c ON c.element_id = keys.eid AND c.version = keys.ver
+JOIN states s ON s.element_id = c.element_id AND s.version = c.version
+ORDER BY c.element_id, c.version, c.idx
+"""  # noqa: S608 - fixed fragments only
+STATE_SELECT = column_list(STATE_COLUMNS, "s")
+CLEARANCE_SELECT = column_list(CLEARANCE_COLUMNS, "s")
 
 
 def state_rows_sql(columns: str, as_of: int | None) -> str:
     """`columns` of each id's state as of `?2` (now: `as_of` None), then its newest clearance.
 
-    Ids come as JSON in `?1`. With `CLEARANCE_COLUMNS` it reads the `states_clearance` index
+    Ids come as JSON in `?1`. With `CLEARANCE_SELECT` it reads the `states_clearance` index
     only. A current state is the newest, so its clearance is the newest clearance; an older
     one takes it from the current row.
     """
     if as_of is None:
-        latest, join, validity = "s.sensitivity_rank, s.scope", "", "s.valid_to = ?2"
+        latest, join, validity = column_list(LATEST_COLUMNS, "s"), "", "s.valid_to = ?2"
     else:
-        latest, validity = "l.sensitivity_rank, l.scope", "s.hlc <= ?2 AND s.valid_to > ?2"
+        latest, validity = column_list(LATEST_COLUMNS, "l"), "s.hlc <= ?2 AND s.valid_to > ?2"
         join = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
     return f"""
 WITH ids(id) AS (SELECT DISTINCT value FROM json_each(?1))

@@ -15,13 +15,14 @@ from typing import Any
 from connectors.analyzer import ANALYZER_VERSION, term_frequencies
 from connectors.bm25 import BM25_B, BM25_K1
 from connectors.contract.records import ChunkRecord
+from connectors.contract.system_of_record import (
+    DERIVED_CHUNK_COLUMNS,
+    derived_chunk_values,
+    insert_sql,
+)
 from connectors.sqlite.schema import BM25_SQL, LEGACY_FTS
 
-_INSERT_CHUNK = (
-    "INSERT INTO text_chunks (chunk_id, element_id, version, element_type, sensitivity_rank, "
-    "scope, valid_from, valid_to, filter_values, name, text, length) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-)
+_INSERT_CHUNK = insert_sql("text_chunks", (*DERIVED_CHUNK_COLUMNS, "name", "text", "length"), "?")
 _INSERT_TERM = "INSERT INTO chunk_terms (term, doc, tf) VALUES (?,?,?)"
 _ANALYZER_KEY = "text_analyzer"
 
@@ -35,20 +36,7 @@ def index_chunks(conn: sqlite3.Connection, chunks: Sequence[ChunkRecord]) -> Non
     conn.executemany(
         _INSERT_CHUNK,
         [
-            (
-                c.chunk_id,
-                c.element_id,
-                c.version,
-                c.element_type,
-                c.sensitivity_rank,
-                c.scope,
-                c.valid_from,
-                c.valid_to,
-                json.dumps(dict(c.filter_values)),
-                c.name,
-                c.text,
-                sum(terms.values()),
-            )
+            (*derived_chunk_values(c, json.dumps), c.name, c.text, sum(terms.values()))
             for c, terms in zip(chunks, analysed, strict=True)
         ],
     )

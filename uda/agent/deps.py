@@ -7,17 +7,17 @@ tool argument can carry it, so a model cannot widen (or even name) what it may s
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from uda.agent.state import ConversationState
 from uda.query.clearance import Clearance
+from uda.query.contracts import search_request
 
 if TYPE_CHECKING:
-    from uda.query.contracts import SearchOptions, SearchResult
+    from uda.query.contracts import SearchOptions, SearchRequest, SearchResult
     from uda.query.explanation import Explanation
 
 
@@ -35,32 +35,18 @@ class SearchResponse(Protocol):
 
 
 class AsyncSearcher(Protocol):
-    """Anything with `uda.AsyncClient.search`'s signature."""
+    """Anything with `uda.AsyncClient.run`: a validated `SearchRequest` in, a response out."""
 
-    async def search(
-        self,
-        query: str,
-        limit: int = 5,
-        clearance_scope: Iterable[str] | None = None,
-        context_filters: Mapping[str, Any] | None = None,
-        **options: Unpack[SearchOptions],
-    ) -> SearchResponse:
-        """Search; see `uda.AsyncClient.search`."""
+    async def run(self, request: SearchRequest) -> SearchResponse:
+        """Answer one search request; see `uda.AsyncClient.run`."""
         ...
 
 
 class SyncSearcher(Protocol):
-    """Anything with `uda.Client.search`'s signature (run in a worker thread)."""
+    """Anything with `uda.Client.run` (called in a worker thread)."""
 
-    def search(
-        self,
-        query: str,
-        limit: int = 5,
-        clearance_scope: Iterable[str] | None = None,
-        context_filters: Mapping[str, Any] | None = None,
-        **options: Unpack[SearchOptions],
-    ) -> SearchResponse:
-        """Search; see `uda.Client.search`."""
+    def run(self, request: SearchRequest) -> SearchResponse:
+        """Answer one search request; see `uda.Client.run`."""
         ...
 
 
@@ -72,7 +58,8 @@ class UDADeps:
     """What the UDA tools need: a client, the caller's clearance, the conversation's searches.
 
     Args:
-        client: a `uda.AsyncClient` (or `uda.Client`, or anything with that `search`).
+        client: a `uda.AsyncClient` (or `uda.Client`, a remote client, or anything with
+            that `run`).
         clearance_scope: the caller's clearance entries (levels, `project:<name>`,
             `project:*`); empty means `public` only. Checked here, at construction: a bad
             entry is the deployment's mistake, not something a model could fix.
@@ -106,19 +93,14 @@ class UDADeps:
         context_filters: Mapping[str, Any],
         options: SearchOptions,
     ) -> SearchResponse:
-        """Search with this caller's clearance — the only way the tools search."""
+        """Search with this caller's clearance — the only way the tools search.
+
+        Raises:
+            UserError: a bad request field, naming it (the tools hand it back to the model).
+        """
+        request = search_request(query, limit, self.clearance, context_filters, **options)
         client = self.client
-        if inspect.iscoroutinefunction(client.search):
-            return await cast("AsyncSearcher", client).search(
-                query, limit, self.clearance, context_filters, **options
-            )
+        if inspect.iscoroutinefunction(client.run):
+            return await cast("AsyncSearcher", client).run(request)
         # A blocking client must not stall the agent's event loop (and its other tool calls).
-        call = functools.partial(
-            cast("SyncSearcher", client).search,
-            query,
-            limit,
-            self.clearance,
-            context_filters,
-            **options,
-        )
-        return await asyncio.to_thread(call)
+        return await asyncio.to_thread(cast("SyncSearcher", client).run, request)

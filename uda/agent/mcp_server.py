@@ -57,7 +57,7 @@ def build_mcp_server(
     """An MCP server offering the read-only UDA tools over `client`, at a fixed clearance.
 
     Args:
-        client: a `uda.AsyncClient` (or anything with its `search`).
+        client: a `uda.AsyncClient` (or anything with its `run(request)`).
         clearance_scope: the clearance every call runs with (from configuration).
         name: the server's name as clients show it.
 

@@ -13,17 +13,14 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Sequence
-from dataclasses import fields
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from uda.agent.mcp_server import add_mcp_parser, run_mcp
 from uda.errors import ConnectorError, PlanError, UDAError, UserError
 from uda.http.serve import add_serve_parser, run_serve
-
-T = TypeVar("T")
 
 EXIT_OK, EXIT_DIFFERENCES, EXIT_USAGE, EXIT_BACKEND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -287,16 +284,8 @@ def _services(args: argparse.Namespace) -> int:
     return EXIT_OK if all(states.values()) else EXIT_DIFFERENCES
 
 
-def _batched(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), max(size, 1)):
-        yield items[start : start + size]
-
-
 def _ingest(client: Any, args: argparse.Namespace) -> int:
     from tqdm import tqdm
-
-    from uda.loaders import load_repository
-    from uda.write.writer import IngestReport
 
     if not args.source.is_dir():
         raise CliError(
@@ -304,39 +293,48 @@ def _ingest(client: Any, args: argparse.Namespace) -> int:
             field="PATH",
             value=str(args.source),
         )
+    if args.batch < 1:
+        raise CliError(
+            f"--batch {args.batch}: give at least 1 element per batch",
+            field="--batch",
+            value=args.batch,
+        )
+    # The bar appears once the folder is loaded, when the number of elements is known.
+    bars: list[tqdm[Any]] = []
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(
+                tqdm(
+                    total=total,
+                    unit="element",
+                    desc="ingest",
+                    disable=not sys.stderr.isatty(),
+                    file=sys.stderr,
+                )
+            )
+        bars[0].update(done - bars[0].n)
+        if done >= total:
+            bars[0].close()
+
     started = time.perf_counter()
-    source = load_repository(args.source, include_code=args.include_code, policy=args.policy)
-    totals = dict.fromkeys((f.name for f in fields(IngestReport)), 0)
-
-    def add(report: IngestReport) -> None:
-        for name in totals:
-            value = getattr(report, name)
-            if isinstance(value, int) and name != "hlc":
-                totals[name] += value
-
-    with tqdm(
-        total=len(source.elements),
-        unit="element",
-        desc="ingest",
-        disable=not sys.stderr.isatty(),
-        file=sys.stderr,
-    ) as bar:
-        for batch in _batched(source.elements, args.batch):
-            add(client.ingest(batch))
-            bar.update(len(batch))
-    add(client.ingest(relations=source.relations))
-    deleted = 0
-    if not args.keep_deleted:
-        present = {e.element_id for e in source.elements}
-        gone = [i for i in client.element_ids(prefix=source.id_prefix) if i not in present]
-        if gone:
-            deleted = client.delete(gone).deleted
-    reused = totals["chunks"] - totals["embedded"]
+    try:
+        report = client.ingest_source(
+            args.source,
+            include_code=args.include_code,
+            policy=args.policy,
+            batch_size=args.batch,
+            tombstone_vanished=not args.keep_deleted,
+            progress=progress,
+        )
+    finally:
+        for bar in bars:
+            bar.close()
     print(
-        f"{source.repository.name}: {totals['written']} elements written, "
-        f"{totals['unchanged']} unchanged, {deleted} deleted; "
-        f"{totals['chunks']} chunks ({totals['embedded']} embedded, {reused} reused); "
-        f"{totals['edges']} new edges; {len(source.skipped)} files skipped; "
+        f"{report.repository}: {report.written} elements written, "
+        f"{report.unchanged} unchanged, {report.deleted} deleted; "
+        f"{report.chunks} chunks ({report.embedded} embedded, {report.reused} reused); "
+        f"{report.edges} new edges; {len(report.skipped)} files skipped; "
         f"{time.perf_counter() - started:.1f} s"
     )
     return EXIT_OK

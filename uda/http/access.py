@@ -1,6 +1,6 @@
 """Reads and writes by id under a principal's clearance: element lookup and ingest checks.
 
-A lookup applies the planner's rules (DESIGN.md phase 3): an element is visible iff the state
+A lookup applies the planner's rules (docs/design.md phase 3): an element is visible iff the state
 read and its newest state are visible; context nodes and edges survive only between visible
 elements. A hidden element is reported exactly like a missing one.
 
@@ -27,7 +27,7 @@ from uda.http.auth import Principal
 from uda.http.errors import ElementNotFoundError, PermissionDeniedError
 from uda.query.clearance import Clearance, state_visible
 from uda.query.graph_context import context_hops, reachable_subgraph
-from uda.query.results import RankedResult, ranked_batch
+from uda.query.rows import element_row, record_batch
 
 
 def _system_of_record(connectors: Sequence[Connector]) -> RelationalCapable:
@@ -77,21 +77,9 @@ async def lookup(
         edges.values(), visible, [element_id], expand_depth, CONTEXT_BACKWARD
     )
     hops = context_hops(element_id, adj, expand_depth, max_context_nodes, CONTEXT_BACKWARD)
-    ranked = RankedResult(
-        state=state,
-        score=0.0,
-        snippet="",
-        decay=1.0,
-        semantic_raw=None,
-        lexical_raw=None,
-        semantic_score=None,
-        lexical_score=None,
-        centrality=0.0,
-        ranks={},
-        contributions={},
-        context=[(hop, states[hop.element_id]) for hop in hops],
-    )
-    return ranked_batch([ranked]).to_pylist()[0]
+    row = element_row(state, [(hop, states[hop.element_id]) for hop in hops])
+    # Through Arrow, so that the row has the values and struct order a search's table has.
+    return record_batch([row]).to_pylist()[0]
 
 
 def _positions(raw: Sequence[Any]) -> dict[str, int]:

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 
 import uda
 from ontology import json_schema
-from uda.client import AsyncClient, SearchOptions
+from uda.client import AsyncClient
 from uda.http import access, grants, readiness
 from uda.http.auth import Authenticator, Principal
 from uda.http.deps import Caller, IngestBody, SearchBody, check_as_of
@@ -56,13 +56,6 @@ from uda.query.results import SearchResponse, search_result
 from uda.write.validation import coerce_elements, coerce_relations
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: thousands of elements, far beyond any search
-_CONTRACT = {"query", "limit", "clearance_scope", "context_filters"}
-
-
-def _options(request: SearchRequest) -> SearchOptions:
-    """The request's extensions as `AsyncClient.search` keywords (unset ones left out)."""
-    fields = request.model_dump(exclude=_CONTRACT, exclude_none=True)
-    return cast("SearchOptions", fields)
 
 
 def create_app(
@@ -109,19 +102,15 @@ def create_app(
     app.add_middleware(JsonBodyGuard, max_bytes=max_body_bytes)
     app.add_middleware(RequestContext, metrics=metrics)
 
-    async def run(
+    async def answer(
         caller: Principal, body: SearchRequest
     ) -> tuple[SearchResponse, grants.ClearanceDecision]:
         check_as_of(body)
         asked = body.clearance_scope if "clearance_scope" in body.model_fields_set else None
         decision = grants.decide(caller, asked)
-        response = await client.search(
-            body.query,
-            body.limit,
-            decision.effective.entries(),
-            body.context_filters,
-            **_options(body),
-        )
+        # The body is validated already; only its clearance gives way to the decision's.
+        request = body.model_copy(update={"clearance_scope": decision.effective.entries()})
+        response = await client.run(request)
         metrics.record_phases(response.plan.timings_ms)
         return response, decision
 
@@ -142,7 +131,7 @@ def create_app(
         wanted = negotiate(request.headers.get("accept"))
         if wanted is None:
             raise _not_acceptable()
-        response, decision = await run(caller, body)
+        response, decision = await answer(caller, body)
         query_id = request_id_of(request) or ""
         headers = clearance_headers(decision)
         explanation = response.explain().to_dict()
@@ -172,7 +161,7 @@ def create_app(
         summary="The plan and every leg's rank, score and contribution per result",
     )
     async def explain(request: Request, caller: Caller, body: SearchBody) -> Response:
-        response, decision = await run(caller, body)
+        response, decision = await answer(caller, body)
         explanation = response.explain()
         data = explanation.to_dict()
         out = ExplainOut(

@@ -1,6 +1,6 @@
 """Authentication: API keys and signed bearer tokens, each naming a principal and its grant.
 
-Deny by default (DESIGN.md, "Clearance"): a request without credentials is refused unless the
+Deny by default (docs/design.md, "Clearance"): a request without credentials is refused unless the
 server was started to serve anonymous callers, who then get `public` only. A request with
 credentials that do not verify is refused even then — wrong credentials never fall back to
 anonymous access. See docs/adr/0011-http-service-and-authenticated-clearance.md.

@@ -1,6 +1,6 @@
 """Errors as RFC 9457 problem documents: every failure the caller can act on names its field.
 
-The mapping follows the error tree (STYLE.md): a caller's mistake (`UserError`) is a 4xx that
+The mapping follows the error tree (`uda.errors`): a caller's mistake (`UserError`) is a 4xx that
 names the field; a backend failure is a 502 and an internal fault a 500, both with a generic
 message and the request id — the backend's own message (paths, hostnames, SQL) stays in the
 server log and never reaches the caller.

@@ -10,10 +10,14 @@ problem document and is raised as the matching error.
 Clearance is the server's decision: it derives it from the credential. `clearance_scope`
 can only narrow it; leaving it out (None) asks for the whole grant — unlike the local client,
 where no clearance means `public` only. The response's `clearance` says what applied.
+
+`AsyncRemoteClient` does the work; `RemoteClient` is its blocking facade
+(`uda.facade.SyncFacade`), as `uda.Client` is `uda.AsyncClient`'s.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable, Mapping
 from types import TracebackType
@@ -23,9 +27,10 @@ import httpx
 from pydantic import BaseModel
 
 from uda.errors import ConfigError, ConnectorError, InvalidRequestError, PlanError
+from uda.facade import SyncFacade
 from uda.http.errors import AuthenticationError, ElementNotFoundError, PermissionDeniedError
 from uda.http.wire import API_KEY_HEADER, ARROW_STREAM, read_stream
-from uda.query.contracts import SearchOptions, SearchRequest
+from uda.query.contracts import SearchOptions, SearchRequest, search_request
 from uda.query.results import ArrowResponse
 from uda.write.validation import ElementInput, RelationInput
 from uda.write.writer import IngestReport
@@ -67,23 +72,10 @@ def _headers(api_key: str | None, token: str | None) -> dict[str, str]:
     return {}
 
 
-def _search_body(
-    query: str,
-    limit: int,
-    clearance_scope: Iterable[str] | None,
-    context_filters: Mapping[str, Any] | None,
-    options: SearchOptions,
-) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "query": query,
-        "limit": limit,
-        "context_filters": dict(context_filters or {}),
-        **options,
-    }
-    if clearance_scope is not None:
-        fields["clearance_scope"] = list(clearance_scope)
-    request = SearchRequest.build(**fields)
-    return request.model_dump(mode="json", include=set(fields))
+def _search_body(request: SearchRequest) -> dict[str, Any]:
+    # Only what the caller set: the server's defaults apply to the rest, and an unset
+    # clearance_scope asks for the whole grant.
+    return request.model_dump(mode="json", exclude_unset=True)
 
 
 def _jsonable(item: Any) -> Any:
@@ -146,8 +138,10 @@ def _unreachable(base_url: str, exc: httpx.TransportError) -> ConnectorError:
     return ConnectorError("http", f"cannot reach {base_url}: {type(exc).__name__}: {exc}")
 
 
-class RemoteClient:
-    """The service at `url`, blocking; `search` and `ingest` as on `uda.Client`.
+class AsyncRemoteClient:
+    """The service at `url`, for asyncio; `search`, `run` and `ingest` as on `uda.AsyncClient`.
+
+    Unlike there, `clearance_scope=None` asks for the whole grant of the credential.
 
     Args:
         url: the service's base URL (`http://host:port`).
@@ -156,72 +150,6 @@ class RemoteClient:
         timeout: seconds per request.
         transport: an httpx transport (tests: an in-process app).
     """
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        api_key: str | None = None,
-        token: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.url,
-            headers=_headers(api_key, token),
-            timeout=timeout,
-            transport=transport,
-        )
-
-    def _post(self, path: str, body: dict[str, Any], accept: str) -> httpx.Response:
-        try:
-            return self._http.post(path, json=body, headers={"Accept": accept})
-        except httpx.TransportError as exc:
-            raise _unreachable(self.url, exc) from exc
-
-    def search(
-        self,
-        query: str,
-        limit: int = 5,
-        clearance_scope: Iterable[str] | None = None,
-        context_filters: Mapping[str, Any] | None = None,
-        **options: Unpack[SearchOptions],
-    ) -> RemoteSearchResponse:
-        """Search; see `uda.Client.search` (clearance_scope None: the whole grant).
-
-        Raises:
-            UserError: a bad request (checked here, or by the server), or bad credentials.
-            ConnectorError: the service cannot be reached, or a backend behind it failed.
-        """
-        body = _search_body(query, limit, clearance_scope, context_filters, options)
-        return _search_response(self._post("/v1/search", body, ARROW_STREAM))
-
-    def ingest(
-        self, elements: Iterable[ElementInput] = (), relations: Iterable[RelationInput] = ()
-    ) -> IngestReport:
-        """Write elements and relations (the credential must allow writing)."""
-        body = _ingest_body(elements, relations)
-        return _ingest_report(self._post("/v1/ingest", body, "application/json"))
-
-    def close(self) -> None:
-        """Close the connection pool. Idempotent."""
-        self._http.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncRemoteClient:
-    """The service at `url`, for asyncio; the same arguments as `RemoteClient`."""
 
     def __init__(
         self,
@@ -254,9 +182,23 @@ class AsyncRemoteClient:
         context_filters: Mapping[str, Any] | None = None,
         **options: Unpack[SearchOptions],
     ) -> RemoteSearchResponse:
-        """Search; see `RemoteClient.search`."""
-        body = _search_body(query, limit, clearance_scope, context_filters, options)
-        return _search_response(await self._post("/v1/search", body, ARROW_STREAM))
+        """Search; see `uda.AsyncClient.search` (clearance_scope None: the whole grant).
+
+        Raises:
+            UserError: a bad request (checked here, or by the server), or bad credentials.
+            ConnectorError: the service cannot be reached, or a backend behind it failed.
+        """
+        request = search_request(query, limit, clearance_scope, context_filters, **options)
+        return await self.run(request)
+
+    async def run(self, request: SearchRequest) -> RemoteSearchResponse:
+        """Send one validated search request; the fields it leaves unset are the server's.
+
+        Raises:
+            UserError: what only the server can judge, or bad credentials.
+            ConnectorError: the service cannot be reached, or a backend behind it failed.
+        """
+        return _search_response(await self._post("/v1/search", _search_body(request), ARROW_STREAM))
 
     async def ingest(
         self, elements: Iterable[ElementInput] = (), relations: Iterable[RelationInput] = ()
@@ -279,6 +221,77 @@ class AsyncRemoteClient:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+class RemoteClient(SyncFacade[AsyncRemoteClient, RemoteSearchResponse]):
+    """The service at `url`, blocking; `search`, `run` and `ingest` as on `uda.Client`.
+
+    Unlike there, `clearance_scope=None` asks for the whole grant of the credential. The
+    arguments are `AsyncRemoteClient`'s, except that `transport` may also be a blocking one
+    (`httpx.HTTPTransport`, `httpx.WSGITransport`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        twin = AsyncRemoteClient(
+            url,
+            api_key=api_key,
+            token=token,
+            timeout=timeout,
+            transport=_as_async_transport(transport),
+        )
+        super().__init__(twin)
+
+    @property
+    def url(self) -> str:
+        """The service's base URL."""
+        return self._async.url
+
+
+def _as_async_transport(
+    transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None,
+) -> httpx.AsyncBaseTransport | None:
+    if transport is None or isinstance(transport, httpx.AsyncBaseTransport):
+        return transport
+    return _ThreadedTransport(transport)
+
+
+class _ThreadedTransport(httpx.AsyncBaseTransport):
+    """A blocking transport under the async client, one worker thread per request.
+
+    `RemoteClient` has always taken blocking transports (`httpx.HTTPTransport(retries=3)`,
+    `httpx.WSGITransport`); since it drives the async client, it adapts them.
+    """
+
+    def __init__(self, transport: httpx.BaseTransport) -> None:
+        self._transport = transport
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await asyncio.to_thread(self._send, request)
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        response = self._transport.handle_request(request)
+        if isinstance(response.stream, httpx.AsyncByteStream):
+            return response  # a body given as bytes (as mock transports do) reads either way
+        # The async client cannot read a blocking stream: read it here, raw, for the client
+        # decodes any Content-Encoding itself.
+        raw = b"".join(response.iter_raw())
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=httpx.ByteStream(raw),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._transport.close)
 
 
 __all__ = ["AsyncRemoteClient", "RemoteClient", "RemoteSearchResponse"]

@@ -1,10 +1,10 @@
-"""The read seam's contract: `SearchRequest` in, `SearchResult`s out (DESIGN.md)."""
+"""The read seam's contract: `SearchRequest` in, `SearchResult`s out (docs/design.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -104,6 +104,33 @@ class SearchOptions(TypedDict, total=False):
     graph_candidates: bool
     traverse: Traverse
     pool_size: int
+
+
+def search_request(
+    query: str,
+    limit: int = 5,
+    clearance_scope: Iterable[str] | None = None,
+    context_filters: Mapping[str, Any] | None = None,
+    **options: Unpack[SearchOptions],
+) -> SearchRequest:
+    """The keyword form of every client's `search`, as one validated request.
+
+    `clearance_scope=None` leaves the field unset rather than empty: the embedded planner
+    reads an unset clearance as `public` only, the HTTP service as the caller's whole grant,
+    and the remote client sends only the fields that are set.
+
+    Raises:
+        InvalidRequestError: naming the first bad field and value.
+    """
+    fields: dict[str, Any] = {
+        "query": query,
+        "limit": limit,
+        "context_filters": dict(context_filters or {}),
+        **options,
+    }
+    if clearance_scope is not None:
+        fields["clearance_scope"] = list(clearance_scope)
+    return SearchRequest.build(**fields)
 
 
 def request_error(exc: ValidationError) -> InvalidRequestError:

@@ -2,13 +2,17 @@
 
 Pure functions over plain data. Decay multiplies a leg's raw scores *before* that leg is
 ranked (see docs/adr/0004-decay-before-ranking.md): RRF scores are too compressed for a
-multiplicative factor applied after fusion to do anything but sort by recency.
+multiplicative factor applied after fusion to do anything but sort by recency. How the legs'
+ranks are combined is a `Fusion` (LanceDB's `Reranker` idea); the planner's is
+`ReciprocalRankFusion`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 RRF_K = 60
 SECONDS_PER_DAY = 86_400.0
@@ -25,7 +29,7 @@ class Leg(StrEnum):
 DEFAULT_WEIGHTS: Mapping[Leg, float] = {
     Leg.SEMANTIC: 1.0,
     Leg.LEXICAL: 1.0,
-    # Degree says how connected a node is, not whether it answers: start low (DESIGN.md).
+    # Degree says how connected a node is, not whether it answers: start low (docs/design.md).
     Leg.CENTRALITY: 0.2,
 }
 
@@ -67,7 +71,7 @@ def centrality_ranks(
 ) -> dict[str, int]:
     """1-based ranks by centrality, highest first, of every candidate - if any has some.
 
-    Ties (zero included): better semantic rank first, then element id (DESIGN.md). A
+    Ties (zero included): better semantic rank first, then element id (docs/design.md). A
     candidate outside the graph is the *least* central, not unranked: leaving it out would
     hand every connected candidate a bonus no disconnected one can match, and in a sparse
     graph the few connected candidates would jump a dozen dense ranks for being connected
@@ -109,3 +113,42 @@ def rrf(
 ) -> dict[str, float]:
     """Weighted Reciprocal Rank Fusion: `score(d) = sum_m w_m / (k + rank_m(d))`."""
     return {key: sum(parts.values()) for key, parts in rrf_contributions(ranks, weights, k).items()}
+
+
+class Fusion(Protocol):
+    """How the planner combines the legs' ranks into one score per candidate.
+
+    A fusion gives each candidate's contribution from each leg, and a candidate's score is
+    the sum of its contributions: that is what lets `explain()` say what every leg added.
+    """
+
+    def contributions(
+        self, ranks: Mapping[Leg, Mapping[str, int]], weights: Mapping[Leg, float]
+    ) -> dict[str, dict[Leg, float]]:
+        """Each candidate's contribution from each leg.
+
+        Args:
+            ranks: per leg, the 1-based rank of each candidate that leg ranks.
+            weights: per leg, the plan's weight (a leg without one weighs nothing).
+
+        Returns:
+            Per candidate, per leg that adds something for it, the amount added.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class ReciprocalRankFusion:
+    """Weighted Reciprocal Rank Fusion (`rrf_contributions`): the planner's fusion.
+
+    Args:
+        k: the RRF constant; larger flattens the difference between neighbouring ranks.
+    """
+
+    k: int = RRF_K
+
+    def contributions(
+        self, ranks: Mapping[Leg, Mapping[str, int]], weights: Mapping[Leg, float]
+    ) -> dict[str, dict[Leg, float]]:
+        """Each candidate's contribution from each leg: `w_leg / (k + rank_leg)`."""
+        return rrf_contributions(ranks, weights, self.k)

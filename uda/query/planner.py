@@ -24,14 +24,16 @@ from uda.query.clearance import state_visible
 from uda.query.contracts import SearchRequest
 from uda.query.fusion import (
     SECONDS_PER_DAY,
+    Fusion,
     Leg,
+    ReciprocalRankFusion,
     apply_decay,
     centrality_ranks,
     decay_factor,
     ranks_by_score,
-    rrf_contributions,
 )
 from uda.query.graph_context import (
+    Adjacency,
     ContextHop,
     context_hops,
     degree_centrality,
@@ -39,7 +41,8 @@ from uda.query.graph_context import (
     reachable_subgraph,
 )
 from uda.query.plan import Plan, make_plan
-from uda.query.results import RankedResult, SearchResponse
+from uda.query.results import SearchResponse
+from uda.query.rows import RankedResult
 
 T = TypeVar("T")
 
@@ -58,8 +61,57 @@ class _Phase1:
     lexical: dict[tuple[str, int], _Best] = field(default_factory=dict[tuple[str, int], _Best])
 
 
+@dataclass(kw_only=True)
+class _Evidence:
+    """Every leg's evidence on the candidates of one search, and their fused scores."""
+
+    semantic_raw: Mapping[str, tuple[float, str]]  # raw score and best chunk, visible only
+    lexical_raw: Mapping[str, tuple[float, str]]
+    decay: Mapping[str, float]
+    semantic: Mapping[str, float]  # decayed
+    lexical: Mapping[str, float]
+    centrality: Mapping[str, float]
+    ranks: Mapping[Leg, Mapping[str, int]]
+    contributions: Mapping[str, Mapping[Leg, float]]
+    scores: Mapping[str, float]
+
+    def best(self, candidates: Sequence[str], limit: int) -> list[str]:
+        """The `limit` best candidates, by fused score, then element id (deterministic)."""
+        return sorted(candidates, key=lambda eid: (-self.scores[eid], eid))[:limit]
+
+    def result(
+        self, state: StoredState, context: Sequence[tuple[ContextHop, StoredState]]
+    ) -> RankedResult:
+        """One ranked candidate as a result, with its context."""
+        eid = state.element_id
+        semantic_raw = self.semantic_raw.get(eid)
+        lexical_raw = self.lexical_raw.get(eid)
+        return RankedResult(
+            state=state,
+            score=self.scores[eid],
+            snippet=(semantic_raw or lexical_raw or (0.0, ""))[1],
+            decay=self.decay[eid],
+            semantic_raw=None if semantic_raw is None else semantic_raw[0],
+            lexical_raw=None if lexical_raw is None else lexical_raw[0],
+            semantic_score=self.semantic.get(eid),
+            lexical_score=self.lexical.get(eid),
+            centrality=self.centrality.get(eid, 0.0),
+            ranks={leg: r[eid] for leg, r in self.ranks.items() if eid in r},
+            contributions=self.contributions.get(eid, {}),
+            context=context,
+        )
+
+
 class Planner:
-    """Runs searches over the connectors of a profile, chosen by capability."""
+    """Runs searches over the connectors of a profile, chosen by capability.
+
+    Args:
+        connectors: the profile's connectors; at least one must be `VectorCapable`.
+        system_of_record: where whole states and clearances are read.
+        embedder: embeds the query for the semantic leg.
+        defaults: the profile's search defaults, for what a request leaves unset.
+        fusion: how the legs' ranks are combined (default: `ReciprocalRankFusion`).
+    """
 
     def __init__(
         self,
@@ -68,6 +120,7 @@ class Planner:
         system_of_record: RelationalCapable,
         embedder: Embedder,
         defaults: SearchDefaults,
+        fusion: Fusion | None = None,
     ) -> None:
         self._vector = [c for c in connectors if isinstance(c, VectorCapable)]
         self._text = [c for c in connectors if isinstance(c, TextCapable)]
@@ -81,6 +134,7 @@ class Planner:
         self._sor = system_of_record
         self._embedder = embedder
         self._defaults = defaults
+        self._fusion: Fusion = ReciprocalRankFusion() if fusion is None else fusion
 
     def plan(self, request: SearchRequest) -> Plan:
         """Resolve a request against the profile (validates clearance, filters, types)."""
@@ -172,6 +226,38 @@ class Planner:
         edges: Sequence[GraphEdge],
         graph_nodes: set[str],
     ) -> SearchResponse:
+        """Clearance, eligibility, graph candidates, decay, centrality, fusion, context.
+
+        Visibility is decided once, on the states and clearances read together; candidates
+        are the visible states the request may return (with `graph_candidates`, also those
+        the expansion reached); every leg is decayed and ranked over them and the ranks are
+        fused; the best get their context nodes, read whole and checked again.
+        """
+        states, visible = await self._visible_states(plan, candidate_ids, graph_nodes)
+        seeds = [eid for eid in candidate_ids if eid in visible]
+        seen_edges, adj = reachable_subgraph(
+            edges, visible, seeds, plan.expand_depth, plan.backward_hops
+        )
+        semantic_raw = _leg_scores(phase1.semantic, states, visible)
+        lexical_raw = _leg_scores(phase1.lexical, states, visible)
+        candidates = _eligible_candidates(
+            plan, candidate_ids, states, visible, semantic_raw, lexical_raw
+        )
+        if plan.graph_candidates:
+            reached = _graph_candidates(plan, graph_nodes, states, visible, adj, set(candidates))
+            candidates += reached
+            semantic_raw.update(await self._graph_semantic(plan, query_vector, reached, states))
+        evidence = self._rank(plan, candidates, states, semantic_raw, lexical_raw, seen_edges, adj)
+        ordered = evidence.best(candidates, plan.request.limit)
+        context = await self._context(plan, ordered, adj, states)
+        return SearchResponse(
+            plan=plan, ranked=[evidence.result(states[eid], context[eid]) for eid in ordered]
+        )
+
+    async def _visible_states(
+        self, plan: Plan, candidate_ids: Sequence[str], graph_nodes: set[str]
+    ) -> tuple[dict[str, StoredState], set[str]]:
+        """Whole states of what can be ranked, and every id `plan.clearance` may see."""
         # Whole states for what can be ranked; clearance only for nodes that can only be
         # context: most of those are never shown, and their payloads made most of the read.
         whole: set[str] = set(candidate_ids)
@@ -184,53 +270,50 @@ class Planner:
         visible |= {
             eid for eid, clearance in clearances.items() if state_visible(plan.clearance, clearance)
         }
-        seeds = [eid for eid in candidate_ids if eid in visible]
-        seen_edges, adj = reachable_subgraph(
-            edges, visible, seeds, plan.expand_depth, plan.backward_hops
-        )
+        return states, visible
 
-        semantic_raw = _leg_scores(phase1.semantic, states, visible)
-        lexical_raw = _leg_scores(phase1.lexical, states, visible)
-        candidates = [
-            eid
-            for eid in candidate_ids
-            if eid in visible
-            and _eligible(plan, states[eid])
-            and (eid in semantic_raw or eid in lexical_raw)
-        ]
-        if plan.graph_candidates:
-            known = set(candidates)
-            reached = [
-                n
-                for n in sorted(graph_nodes)
-                if n in visible and n not in known and _eligible(plan, states[n]) and n in adj
-            ]
-            candidates += reached
-            semantic_raw.update(await self._graph_semantic(plan, query_vector, reached, states))
-
+    def _rank(
+        self,
+        plan: Plan,
+        candidates: Sequence[str],
+        states: Mapping[str, StoredState],
+        semantic_raw: Mapping[str, tuple[float, str]],
+        lexical_raw: Mapping[str, tuple[float, str]],
+        seen_edges: Sequence[GraphEdge],
+        adj: Adjacency,
+    ) -> _Evidence:
+        """Decay each leg's raw scores, rank every leg, and fuse the ranks into scores."""
         decay = {eid: _decay(plan, states[eid]) for eid in candidates}
-        semantic = {
-            e: apply_decay(semantic_raw[e][0], decay[e]) for e in candidates if e in semantic_raw
-        }
-        lexical = {
-            e: apply_decay(lexical_raw[e][0], decay[e]) for e in candidates if e in lexical_raw
-        }
+        semantic = _decayed(semantic_raw, decay, candidates)
+        lexical = _decayed(lexical_raw, decay, candidates)
         semantic_ranks = ranks_by_score(semantic)
-        if plan.centrality == "pagerank":
-            centrality = pagerank_centrality(
-                seen_edges, _seed_scores(semantic, lexical), candidates
-            )
-        else:
-            centrality = degree_centrality(adj, candidates)
+        centrality = _centrality(plan, candidates, seen_edges, adj, semantic, lexical)
         ranks = {
             Leg.SEMANTIC: semantic_ranks,
             Leg.LEXICAL: ranks_by_score(lexical),
             Leg.CENTRALITY: centrality_ranks(centrality, semantic_ranks),
         }
-        contributions = rrf_contributions(ranks, plan.weights)
-        scores = {eid: sum(contributions.get(eid, {}).values()) for eid in candidates}
-        ordered = sorted(candidates, key=lambda eid: (-scores[eid], eid))[: plan.request.limit]
+        contributions = self._fusion.contributions(ranks, plan.weights)
+        return _Evidence(
+            semantic_raw=semantic_raw,
+            lexical_raw=lexical_raw,
+            decay=decay,
+            semantic=semantic,
+            lexical=lexical,
+            centrality=centrality,
+            ranks=ranks,
+            contributions=contributions,
+            scores={eid: sum(contributions.get(eid, {}).values()) for eid in candidates},
+        )
 
+    async def _context(
+        self,
+        plan: Plan,
+        ordered: Sequence[str],
+        adj: Adjacency,
+        states: Mapping[str, StoredState],
+    ) -> dict[str, list[tuple[ContextHop, StoredState]]]:
+        """Each result's context nodes that are still visible, with their whole states."""
         hops_of = {
             eid: context_hops(
                 eid, adj, plan.expand_depth, plan.max_context_nodes, plan.backward_hops
@@ -238,27 +321,10 @@ class Planner:
             for eid in ordered
         }
         shown = await self._context_states(plan, hops_of, states)
-        results: list[RankedResult] = []
-        for eid in ordered:
-            hops = _hops_still_visible(hops_of[eid], shown)
-            snippet = (semantic_raw.get(eid) or lexical_raw.get(eid) or (0.0, ""))[1]
-            results.append(
-                RankedResult(
-                    state=states[eid],
-                    score=scores[eid],
-                    snippet=snippet,
-                    decay=decay[eid],
-                    semantic_raw=semantic_raw[eid][0] if eid in semantic_raw else None,
-                    lexical_raw=lexical_raw[eid][0] if eid in lexical_raw else None,
-                    semantic_score=semantic.get(eid),
-                    lexical_score=lexical.get(eid),
-                    centrality=centrality.get(eid, 0.0),
-                    ranks={leg: r[eid] for leg, r in ranks.items() if eid in r},
-                    contributions=contributions.get(eid, {}),
-                    context=[(hop, shown[hop.element_id]) for hop in hops],
-                )
-            )
-        return SearchResponse(plan=plan, ranked=results)
+        return {
+            eid: [(hop, shown[hop.element_id]) for hop in _hops_still_visible(hops, shown)]
+            for eid, hops in hops_of.items()
+        }
 
     async def _read_states(
         self, plan: Plan, whole_ids: Sequence[str], clearance_ids: Sequence[str]
@@ -310,6 +376,61 @@ class Planner:
         for hits in results:
             _collapse(hits, best)
         return _leg_scores(best, states, set(reached))
+
+
+def _eligible_candidates(
+    plan: Plan,
+    candidate_ids: Sequence[str],
+    states: Mapping[str, StoredState],
+    visible: set[str],
+    semantic_raw: Mapping[str, tuple[float, str]],
+    lexical_raw: Mapping[str, tuple[float, str]],
+) -> list[str]:
+    """Phase 1's candidates that are visible, eligible, and scored on a leg, in their order."""
+    return [
+        eid
+        for eid in candidate_ids
+        if eid in visible
+        and _eligible(plan, states[eid])
+        and (eid in semantic_raw or eid in lexical_raw)
+    ]
+
+
+def _graph_candidates(
+    plan: Plan,
+    graph_nodes: set[str],
+    states: Mapping[str, StoredState],
+    visible: set[str],
+    adj: Adjacency,
+    known: set[str],
+) -> list[str]:
+    """Nodes the expansion reached over visible edges that may compete as results."""
+    return [
+        n
+        for n in sorted(graph_nodes)
+        if n in visible and n not in known and _eligible(plan, states[n]) and n in adj
+    ]
+
+
+def _decayed(
+    raw: Mapping[str, tuple[float, str]], decay: Mapping[str, float], candidates: Sequence[str]
+) -> dict[str, float]:
+    """One leg's raw scores of the candidates, decayed (ADR 4: decay before ranking)."""
+    return {e: apply_decay(raw[e][0], decay[e]) for e in candidates if e in raw}
+
+
+def _centrality(
+    plan: Plan,
+    candidates: Sequence[str],
+    seen_edges: Sequence[GraphEdge],
+    adj: Adjacency,
+    semantic: Mapping[str, float],
+    lexical: Mapping[str, float],
+) -> dict[str, float]:
+    """The centrality leg's scores: PageRank seeded by the query, or degree."""
+    if plan.centrality == "pagerank":
+        return pagerank_centrality(seen_edges, _seed_scores(semantic, lexical), candidates)
+    return degree_centrality(adj, candidates)
 
 
 def _seed_scores(semantic: Mapping[str, float], lexical: Mapping[str, float]) -> dict[str, float]:

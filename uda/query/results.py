@@ -1,190 +1,30 @@
 """Search results: Arrow record batches first, everything else wraps them.
 
 `to_batches()` is the one primitive; `to_arrow()`, `results`, `to_elements()` and
-`to_pandas()` are views of it (the LanceDB pattern). The schema is `ontology.result_schema()`.
-`ResultViews` holds those views, so that a response computed here (`SearchResponse`) and one
-rebuilt from an Arrow table that crossed a wire (`ArrowResponse`) behave the same.
+`to_pandas()` are views of it (the LanceDB pattern). The schema is `ontology.result_schema()`;
+its rows are built from stored states in `uda.query.rows`. `ResultViews` holds the views, so
+that a response computed here (`SearchResponse`) and one rebuilt from an Arrow table that
+crossed a wire (`ArrowResponse`) behave the same.
 """
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from connectors.contract.system_of_record import LazyJSON, StoredState
-from ontology import Element, Sensitivity, element_class, result_schema
-from ontology.arrow import BASE_FIELDS, property_names
+from ontology import Element, element_class, result_schema
 from ontology.elements import ContextLink
 from uda.query.contracts import SearchResult
 from uda.query.explanation import Explanation, LegExplanation, ResultExplanation
 from uda.query.fusion import Leg
-from uda.query.graph_context import ContextHop
+from uda.query.rows import RankedResult, Rows, StateKey, record_batch
 
 if TYPE_CHECKING:
     from uda.query.plan import Plan
-
-_LEVELS = list(Sensitivity)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RankedResult:
-    """A result as phase 3 produced it, with every leg's evidence for `explain()`."""
-
-    state: StoredState
-    score: float
-    snippet: str
-    decay: float
-    semantic_raw: float | None
-    lexical_raw: float | None
-    semantic_score: float | None
-    lexical_score: float | None
-    centrality: float
-    ranks: Mapping[Leg, int]
-    contributions: Mapping[Leg, float]
-    context: Sequence[tuple[ContextHop, StoredState]] = field(
-        default_factory=list[tuple[ContextHop, StoredState]]
-    )
-
-
-def _plain(value: Any) -> Any:
-    return value.value if isinstance(value, Enum) else value
-
-
-Fields = tuple[dict[str, Any], dict[str, str]]
-
-
-def _split_fields(state: StoredState) -> Fields:
-    """Typed properties (the struct) and string extras of a stored state."""
-    cls = element_class(state.element_type)
-    payload = dict(state.payload)
-    payload.pop("element_type", None)
-    element = cls.model_validate(payload) if cls is not None else None
-    struct_names = property_names()
-    properties: dict[str, Any] = dict.fromkeys(struct_names)
-    extras: dict[str, str] = dict(payload.get("extras") or {})
-    if element is not None:
-        for name in type(element).model_fields:
-            if name in BASE_FIELDS:
-                continue
-            value = _plain(getattr(element, name))
-            if name in struct_names:
-                properties[name] = value
-            elif value is not None:
-                extras[name] = str(value)  # a user subclass's own field
-    return properties, extras
-
-
-class _FieldsCache:
-    """`_split_fields` of recent payloads, by element type and exact stored JSON text.
-
-    Fields are a pure function of the payload, so identical text gives identical fields,
-    whichever store, caller or version it came from: nothing can be served stale or to the
-    wrong caller (visibility is decided before a state is hydrated). The same repositories,
-    decisions and authors are context nodes of search after search; validating their
-    payloads again each time was the largest part of building results. Entries are kept as
-    tuples so that no response can change what the next one gets.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: OrderedDict[tuple[str, str], tuple[FrozenFields, FrozenFields]]
-        self._entries = OrderedDict()
-        self._lock = threading.Lock()  # responses are built on several threads (HTTP)
-
-    def fields(self, state: StoredState) -> Fields:
-        payload = state.payload
-        if not isinstance(payload, LazyJSON):
-            return _split_fields(state)
-        key = (state.element_type, payload.text)
-        with self._lock:
-            frozen = self._entries.get(key)
-            if frozen is not None:
-                self._entries.move_to_end(key)
-        if frozen is None:
-            properties, extras = _split_fields(state)
-            frozen = (tuple(properties.items()), tuple(extras.items()))
-            with self._lock:
-                self._entries[key] = frozen
-                if len(self._entries) > self._size:
-                    self._entries.popitem(last=False)
-        return dict(frozen[0]), dict(frozen[1])
-
-
-FrozenFields = tuple[tuple[str, Any], ...]
-_FIELDS = _FieldsCache(size=4096)
-
-
-def _fields_once(state: StoredState, seen: dict[tuple[str, int], Fields]) -> Fields:
-    """The fields of a state, once per element state of a response.
-
-    At depth 2 the same repository, decision or author is a context node of many results
-    (about 25 context nodes per result, a few dozen distinct, in the synthetic benchmark);
-    validating each occurrence was most of the cost of building the results.
-    """
-    key = (state.element_id, state.version)
-    fields = seen.get(key)
-    if fields is None:
-        fields = seen[key] = _FIELDS.fields(state)
-    return fields
-
-
-def _node_common(state: StoredState) -> dict[str, Any]:
-    return {
-        "sensitivity": _LEVELS[state.sensitivity_rank].value,
-        "scope": state.scope,
-        "timestamp": datetime.fromtimestamp(state.timestamp_ms / 1000, tz=UTC),
-        "hlc": state.hlc,
-        "version": state.version,
-    }
-
-
-def _row(result: RankedResult, seen: dict[tuple[str, int], Fields]) -> dict[str, Any]:
-    state = result.state
-    properties, extras = _fields_once(state, seen)
-    context: list[dict[str, Any]] = []
-    for hop, node in result.context:
-        node_props, node_extras = _fields_once(node, seen)
-        context.append(
-            {
-                "element_id": node.element_id,
-                "element_type": node.element_type,
-                "name": node.name,
-                "relation": hop.relation,
-                "direction": hop.direction,
-                "depth": hop.depth,
-                "via": hop.via,
-                **_node_common(node),
-                "properties": node_props,
-                "extras": list(node_extras.items()),
-            }
-        )
-    return {
-        "element_id": state.element_id,
-        "element_type": state.element_type,
-        "score": result.score,
-        "semantic_score": result.semantic_score,
-        "lexical_score": result.lexical_score,
-        "centrality": result.centrality,
-        "decay": result.decay,
-        "semantic_rank": result.ranks.get(Leg.SEMANTIC),
-        "lexical_rank": result.ranks.get(Leg.LEXICAL),
-        "centrality_rank": result.ranks.get(Leg.CENTRALITY),
-        "name": state.name,
-        "snippet": result.snippet,
-        **_node_common(state),
-        "properties": properties,
-        "extras": list(extras.items()),
-        "context_nodes": context,
-    }
 
 
 def _element_from(row: Mapping[str, Any]) -> Element:
@@ -214,23 +54,6 @@ def _element_from(row: Mapping[str, Any]) -> Element:
             extras[key] = value
     data["extras"] = extras
     return cls.model_validate(data)
-
-
-def ranked_rows(ranked: Sequence[RankedResult]) -> list[dict[str, Any]]:
-    """Ranked results as rows of `ontology.result_schema()`, in Python values."""
-    seen: dict[tuple[str, int], Fields] = {}
-    return [_row(r, seen) for r in ranked]
-
-
-def ranked_batch(ranked: Sequence[RankedResult]) -> pa.RecordBatch:
-    """Ranked results as one record batch in `ontology.result_schema()`."""
-    return _batch(ranked_rows(ranked))
-
-
-def _batch(rows: Sequence[Mapping[str, Any]]) -> pa.RecordBatch:
-    # One batch: results are bounded by `limit`, and one batch keeps one dictionary per
-    # dictionary column, which IPC files require.
-    return pa.RecordBatch.from_pylist(list(rows), schema=result_schema())
 
 
 def search_result(
@@ -273,18 +96,34 @@ def search_result(
     )
 
 
-def typed_element(row: Mapping[str, Any]) -> Element:
-    """One row of the result schema as a typed element with its context attached."""
+def typed_element(row: Mapping[str, Any], known: dict[StateKey, Element] | None = None) -> Element:
+    """One row of the result schema as a typed element with its context attached.
+
+    `known` holds the elements of one response by element id and version, shared between
+    its rows: each is validated from a row the first time it is met and copied after that
+    (a context node does not depend on the result it hangs off). Entries are never handed
+    out themselves, so attaching context to one result changes no other.
+    """
+    memo: dict[StateKey, Element] = {} if known is None else known
+
+    def element(node: Mapping[str, Any]) -> Element:
+        key = (node["element_id"], node["version"])
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _element_from(node)
+        # A new object per occurrence, as validating gave: `extras` is the one mutable value.
+        return found.model_copy(update={"extras": dict(found.extras)})
+
     links = [
         ContextLink(
             relation=n["relation"],
             direction=n["direction"],
             depth=n["depth"],
-            element=_element_from(n),
+            element=element(n),
         )
         for n in row["context_nodes"]
     ]
-    return _element_from(row).with_context(links)
+    return element(row).with_context(links)
 
 
 class ResultViews(ABC):
@@ -309,6 +148,12 @@ class ResultViews(ABC):
     def _rows(self) -> list[dict[str, Any]]:
         return self.to_arrow().to_pylist()
 
+    @cached_property
+    def _elements(self) -> dict[StateKey, Element]:
+        # Filled from the rows by `typed_element`, so that each element of the response is
+        # validated once however often it occurs and `to_elements()` is called.
+        return {}
+
     @property
     def results(self) -> list[SearchResult]:
         """The results as `SearchResult` models, best first."""
@@ -317,7 +162,8 @@ class ResultViews(ABC):
 
     def to_elements(self) -> list[Element]:
         """Typed ontology objects with their context attached (`doc.repository.name`)."""
-        return [typed_element(row) for row in self._rows]
+        known = self._elements
+        return [typed_element(row, known) for row in self._rows]
 
     def to_pandas(self) -> Any:
         """The results as a pandas DataFrame (needs pandas)."""
@@ -336,20 +182,28 @@ class SearchResponse(ResultViews):
     def __init__(self, *, plan: Plan, ranked: Sequence[RankedResult]) -> None:
         self.plan = plan
         self._ranked = list(ranked)
+        self._builder = Rows()
 
     def __len__(self) -> int:
         return len(self._ranked)
 
     def to_batches(self) -> pa.RecordBatchReader:
         """The results as Arrow record batches in `ontology.result_schema()`."""
-        return pa.RecordBatchReader.from_batches(result_schema(), [_batch(self._rows)])
+        return pa.RecordBatchReader.from_batches(result_schema(), [record_batch(self._rows)])
 
     @cached_property
     def _rows(self) -> list[dict[str, Any]]:
         # The rows the Arrow batch is built from, used as they are: `results` and
         # `to_elements()` need no Arrow round trip (it was most of their cost), and
         # tests/test_arrow_schema.py checks both views equal those of the table.
-        return ranked_rows(self._ranked)
+        return [self._builder.ranked(r) for r in self._ranked]
+
+    @cached_property
+    def _elements(self) -> dict[StateKey, Element]:
+        # Building the rows validated every payload already: its elements are reused, and
+        # only a state they cannot stand for is validated again, from its row.
+        _ = self._rows
+        return self._builder.elements()
 
     def explain(self) -> Explanation:
         """The plan and each leg's raw score, decayed score, rank and contribution."""

@@ -56,10 +56,22 @@ class ArcadeDBService(ManagedService):
     """
 
     name = "arcadedb"
+    started_by_default = True
+    connector = "arcadedb-graph"
 
     def __init__(self, root: str | Path, *, heap: str = DEFAULT_HEAP) -> None:
         super().__init__(root)
         self.heap = heap
+
+    @classmethod
+    def connector_options(cls, info: ServiceInfo) -> dict[str, str | int]:
+        """The `arcadedb-graph` connector's HTTP address, database and login."""
+        return {
+            "url": f"http://{info.host}:{info.port}",
+            "database": info.database or DATABASE,
+            "user": info.user or USER,
+            "password": info.password or "",
+        }
 
     # -- the ManagedService contract ------------------------------------------------------
     def _bring_up(self) -> ServiceInfo:
@@ -164,15 +176,7 @@ class ArcadeDBService(ManagedService):
 
 # -- helpers ---------------------------------------------------------------------------
 def _info(state: Mapping[str, Any]) -> ServiceInfo:
-    return ServiceInfo(
-        name=ArcadeDBService.name,
-        host=str(state["host"]),
-        port=int(state["port"]),
-        pid=state.get("pid"),
-        user=state.get("user"),
-        password=state.get("password"),
-        database=state.get("database"),
-    )
+    return ServiceInfo.from_state(ArcadeDBService.name, state)
 
 
 def _probe(state: Mapping[str, Any]) -> Literal["ready", "refused", "down"]:

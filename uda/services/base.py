@@ -2,6 +2,9 @@
 
 A service keeps its data and a `service.json` (port, pid, generated credentials; mode 0600)
 under `<root>/<name>/`. `up()` is idempotent (a running server is reused), `down()` too.
+Each service also says how `uda services` treats it (whether `up` starts it unasked, which
+connector of the server profile reads it and with which options), so that
+`uda.services.manage` knows services only through this class.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import secrets
 import shutil
 import socket
 from abc import ABC, abstractmethod
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,15 +39,39 @@ class ServiceInfo:
         """Plain data (credentials included: keep it private)."""
         return asdict(self)
 
+    @classmethod
+    def from_state(cls, name: str, state: Mapping[str, Any]) -> ServiceInfo:
+        """The info a service's state file records (`service.json`)."""
+        return cls(
+            name=name,
+            host=str(state["host"]),
+            port=int(state["port"]),
+            pid=state.get("pid"),
+            user=state.get("user"),
+            password=state.get("password"),
+            database=state.get("database"),
+        )
+
 
 class ManagedService(ABC):
     """A server process UDA starts and stops itself.
+
+    A subclass sets the class attributes below and implements `connector_options`, besides
+    the server's lifecycle.
+
+    Attributes:
+        name: the service's name, on the command line and as its folder under the root.
+        started_by_default: whether `uda services up` starts it without being asked.
+        connector: the connector (a name in `connectors.registry.BUILTIN`) that reads this
+            server; `uda services up` writes one `[[connectors]]` table for it.
 
     Args:
         root: the folder under which every service keeps its data (`<root>/<name>/`).
     """
 
     name: ClassVar[str]
+    started_by_default: ClassVar[bool]
+    connector: ClassVar[str]
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -55,6 +82,21 @@ class ManagedService(ABC):
         with self._locked():
             running = self.status()
             return running if running is not None else self._bring_up()
+
+    @classmethod
+    @abstractmethod
+    def connector_options(cls, info: ServiceInfo) -> dict[str, str | int]:
+        """The options of `connector` for this running server, in the profile's order.
+
+        A class method: the profile is written from the servers' infos alone, and the keys
+        keep their order in `server.toml`.
+
+        Args:
+            info: where the server listens and how to log in (from `up()` or `status()`).
+
+        Returns:
+            Option name to value (without the connector's `name`), as TOML scalars.
+        """
 
     @abstractmethod
     def _bring_up(self) -> ServiceInfo:

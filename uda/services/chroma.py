@@ -39,6 +39,9 @@ class ChromaService(ManagedService):
     """
 
     name = "chroma"
+    # A second vector store: PostgreSQL already serves vectors, so only `--with-chroma` starts it.
+    started_by_default = False
+    connector = "chroma"
 
     def __init__(
         self,
@@ -52,6 +55,11 @@ class ChromaService(ManagedService):
         self.stop_timeout = stop_timeout
         # The server this object started: waited for on stop, so that it leaves no zombie.
         self._process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def connector_options(cls, info: ServiceInfo) -> dict[str, str | int]:
+        """The `chroma` connector's HTTP host and port (the server has no login)."""
+        return {"host": info.host, "port": info.port}
 
     @property
     def data_dir(self) -> Path:

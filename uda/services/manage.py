@@ -7,68 +7,55 @@ there: a profile that `uda --profile <folder>/server.toml ...` and `uda.connect(
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
+from uda.services.arcadedb import ArcadeDBService
 from uda.services.base import ManagedService, ServiceInfo
+from uda.services.chroma import ChromaService
+from uda.services.postgres import PostgresService
 
-SERVICES: dict[str, str] = {
-    "postgres": "uda.services.postgres:PostgresService",
-    "arcadedb": "uda.services.arcadedb:ArcadeDBService",
-    "chroma": "uda.services.chroma:ChromaService",
-}
-DEFAULT = ("postgres", "arcadedb")
+# Every service `uda services` knows, in the order `down`, `status` and the profile list them.
+# Their modules load only the standard library and the error types: importing all is cheap.
+SERVICES: tuple[type[ManagedService], ...] = (PostgresService, ArcadeDBService, ChromaService)
+DEFAULT: tuple[str, ...] = tuple(cls.name for cls in SERVICES if cls.started_by_default)
 PROFILE_NAME = "server.toml"
+
+_BY_NAME: dict[str, type[ManagedService]] = {cls.name: cls for cls in SERVICES}
 
 
 def service(name: str, root: Path) -> ManagedService:
-    """The managed service `name`, keeping its data under `root`."""
-    module_name, _, attribute = SERVICES[name].partition(":")
-    cls: type[ManagedService] = getattr(importlib.import_module(module_name), attribute)
-    return cls(root)
+    """The managed service `name`, keeping its data under `root`.
+
+    Raises:
+        KeyError: no service has this name.
+    """
+    return _BY_NAME[name](root)
 
 
 def _toml(value: str | int) -> str:
-    # JSON string escapes are valid TOML basic-string escapes.
+    # JSON string escapes are valid TOML basic-string escapes, and JSON integers TOML ones.
     return json.dumps(value)
 
 
 def profile_text(infos: dict[str, ServiceInfo]) -> str:
-    """The `server` profile for these running services."""
+    """The `server` profile for these running services, keyed by service name."""
     lines = [
         "# Written by `uda services up`; holds credentials: keep it private.",
         "[uda]",
         'profile = "server"',
         "",
     ]
-    if "postgres" in infos:
-        from uda.services.postgres import dsn
-
+    # Registry order, not the order of `infos`: the same servers always give the same file.
+    for cls in SERVICES:
+        info = infos.get(cls.name)
+        if info is None:
+            continue
+        options = cls.connector_options(info)
         lines += [
             "[[connectors]]",
-            'name = "postgres"',
-            f"dsn = {_toml(dsn(infos['postgres']))}",
-            "",
-        ]
-    if "arcadedb" in infos:
-        info = infos["arcadedb"]
-        lines += [
-            "[[connectors]]",
-            'name = "arcadedb-graph"',
-            f"url = {_toml(f'http://{info.host}:{info.port}')}",
-            f"database = {_toml(info.database or 'uda')}",
-            f"user = {_toml(info.user or 'root')}",
-            f"password = {_toml(info.password or '')}",
-            "",
-        ]
-    if "chroma" in infos:
-        info = infos["chroma"]
-        lines += [
-            "[[connectors]]",
-            'name = "chroma"',
-            f"host = {_toml(info.host)}",
-            f"port = {info.port}",
+            f"name = {_toml(cls.connector)}",
+            *(f"{key} = {_toml(value)}" for key, value in options.items()),
             "",
         ]
     return "\n".join(lines)
@@ -98,14 +85,14 @@ def down(root: Path, *, purge: bool = False) -> list[str]:
     With `purge`, delete their data too (and the profile that pointed at it).
     """
     stopped: list[str] = []
-    for name in SERVICES:
-        if (root / name).exists():
-            managed = service(name, root)
+    for cls in SERVICES:
+        if (root / cls.name).exists():
+            managed = cls(root)
             if purge:
                 managed.destroy()
             else:
                 managed.down()
-            stopped.append(name)
+            stopped.append(cls.name)
     if purge:
         (root / PROFILE_NAME).unlink(missing_ok=True)
     return stopped
@@ -113,4 +100,4 @@ def down(root: Path, *, purge: bool = False) -> list[str]:
 
 def status(root: Path) -> dict[str, ServiceInfo | None]:
     """Each known service with state under `root`: running (its info) or stopped (None)."""
-    return {name: service(name, root).status() for name in SERVICES if (root / name).exists()}
+    return {cls.name: cls(root).status() for cls in SERVICES if (root / cls.name).exists()}

@@ -98,10 +98,17 @@ class PostgresService(ManagedService):
     """
 
     name = "postgres"
+    started_by_default = True
+    connector = "postgres"
 
     def __init__(self, root: str | Path, *, run_as: str = "nobody") -> None:
         super().__init__(root)
         self.run_as = run_as
+
+    @classmethod
+    def connector_options(cls, info: ServiceInfo) -> dict[str, str | int]:
+        """The `postgres` connector's DSN for the application role (see `dsn`)."""
+        return {"dsn": dsn(info)}
 
     # -- the ManagedService contract ------------------------------------------------------
     def _bring_up(self) -> ServiceInfo:
@@ -355,15 +362,7 @@ class PostgresService(ManagedService):
 
 # -- helpers ---------------------------------------------------------------------------
 def _info(state: Mapping[str, Any]) -> ServiceInfo:
-    return ServiceInfo(
-        name=PostgresService.name,
-        host=str(state["host"]),
-        port=int(state["port"]),
-        pid=state.get("pid"),
-        user=state.get("user"),
-        password=state.get("password"),
-        database=state.get("database"),
-    )
+    return ServiceInfo.from_state(PostgresService.name, state)
 
 
 def _package_dir() -> Path:
