@@ -358,7 +358,10 @@ async def test_unknown_filter_field_gets_a_suggestion_not_an_empty_result(deps: 
 
 async def test_bad_operator_and_operand_are_explained(deps: UDADeps) -> None:
     with pytest.raises(Exception, match="status"):
-        SearchArgs.model_validate({"query": "x", "filters": {"status": {"$like": "acc"}}})
+        SearchArgs.model_validate({"query": "x", "filters": {"status": {"$regex": "acc"}}})
+    # `$like` is an operator now, but only for strings: on an enumeration it is explained.
+    with pytest.raises(UnknownFilterFieldError, match=r"\$like compares strings"):
+        await search(deps, SearchArgs(query="x", filters={"status": {"$like": "acc%"}}))
     with pytest.raises(UnknownFilterFieldError, match="expected one of"):
         await search(deps, SearchArgs(query="x", filters={"status": "maybe"}))
 
@@ -461,7 +464,7 @@ async def test_filter_fields_come_with_types_values_and_operators(deps: UDADeps)
     fields = {f.name: f for f in answer.fields}
     assert fields["status"].type == "enum"
     assert "accepted" in (fields["status"].values or [])
-    assert fields["status"].operators == ["$eq", "$ne", "$in", "$nin"]
+    assert fields["status"].operators == ["$eq", "$ne", "$in", "$nin", "$exists"]
     assert fields["status"].element_types == ["Decision"]
     assert fields["timestamp"].type.startswith("datetime")
     assert "$gte" in fields["timestamp"].operators
@@ -490,7 +493,12 @@ async def test_every_listed_field_and_operator_is_accepted_by_the_parser(deps: U
             else _SAMPLES.get(field.type, "2025-01-01")
         )
         for op in field.operators:
-            operand = [sample] if Op(op) in (Op.IN, Op.NIN) else sample
+            operand = {
+                Op.IN: [sample],
+                Op.NIN: [sample],
+                Op.BETWEEN: [sample, sample],
+                Op.EXISTS: True,
+            }.get(Op(op), sample)
             assert parse_filters({field.name: {op: operand}}), (field.name, op)
 
 

@@ -98,6 +98,31 @@ def test_filters_types_and_as_of(
     assert "no results" in capsys.readouterr().out
 
 
+def test_where_takes_a_filter_tree_inline_or_from_a_file(
+    repo: Path, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(store, "ingest", str(repo)) == EXIT_OK
+    capsys.readouterr()
+
+    def found(*args: str) -> set[str]:
+        assert run(store, "search", "payments", "--format", "json", *args) == EXIT_OK
+        return {r["element_id"] for r in json.loads(capsys.readouterr().out)["results"]}
+
+    everything = found()
+    runbook = {e for e in everything if e.endswith("runbook.md")}
+    decisions = found("--filter", "element_type=Decision")
+    assert runbook
+    assert decisions
+    tree = '{"$or": [{"element_type": "Decision"}, {"name": {"$like": "Runbook%"}}]}'
+    inline = found("--where", tree)
+    assert inline == runbook | decisions
+    saved = tmp_path / "where.json"
+    saved.write_text(tree)
+    assert found("--where", f"@{saved}") == inline
+    # ANDed with --filter: the runbook is a Document, so only it is left.
+    assert found("--where", tree, "--filter", "element_type=Document") == runbook
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -107,6 +132,10 @@ def test_filters_types_and_as_of(
         (["search", "x", "--filter", "colour=red"], "colour"),
         (["search", "x", "--filter", "nonsense"], "--filter"),
         (["search", "x", "--as-of", "yesterday"], "--as-of"),
+        (["search", "x", "--where", "{not json"], "--where"),
+        (["search", "x", "--where", "[1, 2]"], "JSON object"),
+        (["search", "x", "--where", "@/no/such/file.json"], "--where"),
+        (["search", "x", "--where", '{"$or": [{"stauts": "x"}]}'], "$or[0].stauts"),
         (["ingest", "/no/such/folder"], "not a folder"),
     ],
 )

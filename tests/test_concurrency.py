@@ -411,7 +411,7 @@ def test_concurrent_ingests_from_threads_do_not_corrupt(
 
 async def test_a_failing_leg_leaves_no_sibling_running() -> None:
     """One leg fails: the others are cancelled and finished before the error reaches us."""
-    from uda.query.planner import _together
+    from uda.query.concurrency import together
 
     finished: list[str] = []
 
@@ -427,7 +427,7 @@ async def test_a_failing_leg_leaves_no_sibling_running() -> None:
         raise RuntimeError("leg down")
 
     with pytest.raises(RuntimeError, match="leg down"):
-        await _together([slow(), failing()])
+        await together([slow(), failing()])
     assert finished == ["slow"]
 
 

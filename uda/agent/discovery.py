@@ -15,7 +15,7 @@ from datetime import date, datetime
 from enum import Enum
 from typing import Any
 
-from connectors.contract.predicates import ORDERED_OPS, Op
+from connectors.contract.predicates import ORDERED_OPS, PATTERN_OPS, Op
 from ontology import Element, element_class, element_types, relation_spec, relation_types
 from uda.agent.models import (
     ElementTypeInfo,
@@ -35,7 +35,9 @@ FILTER_SYNTAX = (
     + ", ".join(op.value for op in Op)
     + ". Several fields must all match."
 )
-_EQUALITY_OPS = [op.value for op in Op if op not in ORDERED_OPS]
+# Operators by what a field holds (the grammar checks the same: `uda.query.filters.grammar`).
+_EQUALITY_OPS = [op.value for op in Op if op not in ORDERED_OPS | PATTERN_OPS]
+_ORDERED_OPS = [op.value for op in Op if op not in PATTERN_OPS]
 _ALL_OPS = [op.value for op in Op]
 
 
@@ -53,8 +55,9 @@ def _unwrap(annotation: Any) -> Any:
 def describe_type(annotation: Any) -> tuple[str, list[str] | None, list[str]]:
     """A field annotation as (type name, fixed values or None, valid operators).
 
-    Enumerations and booleans get equality and membership only: ordering them compares
-    their spellings, which means nothing (`"confidential" < "internal"`).
+    Enumerations and booleans get equality, membership and `$exists` only: ordering them
+    compares their spellings, which means nothing (`"confidential" < "internal"`). Patterns
+    (`$like`, `$ilike`) are for strings.
     """
     target = _unwrap(annotation)
     if isinstance(target, type) and issubclass(target, Enum):
@@ -62,13 +65,13 @@ def describe_type(annotation: Any) -> tuple[str, list[str] | None, list[str]]:
     if target is bool:
         return "boolean", None, _EQUALITY_OPS
     if target is datetime:
-        return "datetime (ISO 8601)", None, _ALL_OPS
+        return "datetime (ISO 8601)", None, _ORDERED_OPS
     if target is date:
-        return "date (ISO 8601)", None, _ALL_OPS
+        return "date (ISO 8601)", None, _ORDERED_OPS
     if target is int:
-        return "integer", None, _ALL_OPS
+        return "integer", None, _ORDERED_OPS
     if target is float:
-        return "number", None, _ALL_OPS
+        return "number", None, _ORDERED_OPS
     return "string", None, _ALL_OPS
 
 

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+import typing
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +32,8 @@ examples:
   uda search "retries" --clearance public --limit 3 --format json
   uda search "decision on storage" --filter element_type=Decision --explain
   uda search "retries" --filter "timestamp>=2025-01-01" --depth 2
+  uda search "retries" --where '{"$or": [{"status": "accepted"}, {"partOf.name": "payments"}]}'
+  uda search "retries" --where @filters.json    a filter tree from a file
   uda search "retries" --as-of 2025-06-01T00:00:00Z   the answer as it was then
   uda search "retries" --format arrow --output results.arrow
   uda check && uda sync                         verify every store, then repair
@@ -116,6 +119,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FIELD[OP]VALUE",
         help="e.g. element_type=Decision, status=accepted, "
         "timestamp>=2025-01-01; OP is one of = != > >= < <=",
+    )
+    search.add_argument(
+        "--where",
+        metavar="JSON|@FILE",
+        help="a filter tree: leaves {field: value}, {field: [v1, v2]}, {field: {op: value}} "
+        "with $eq $ne $gt $gte $lt $lte $in $nin $between $like $ilike $exists; nodes $and, "
+        '$or, $not; relation paths such as "partOf.name" or "~governedBy.element_id". '
+        "ANDed with every --filter",
     )
     search.add_argument(
         "--type",
@@ -357,6 +368,28 @@ def _parse_filter(text: str) -> tuple[str, dict[str, Any]]:
     )
 
 
+def _where(text: str) -> dict[str, Any]:
+    """The `--where` filter tree, inline JSON or `@file`."""
+    source = "--where"
+    if text.startswith("@"):
+        source = f"--where {text}"
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"{source}: {exc.strerror}", field="--where", value=text) from None
+    try:
+        tree = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"{source}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
+            field="--where",
+            value=text,
+        ) from None
+    if not isinstance(tree, dict):
+        raise CliError(f"{source}: a filter tree is a JSON object", field="--where", value=text)
+    return typing.cast("dict[str, Any]", tree)
+
+
 def _value(raw: str) -> Any:
     # Numbers and booleans as JSON; anything else (dates, names) stays a string.
     try:
@@ -390,10 +423,14 @@ def _search(client: Any, args: argparse.Namespace) -> int:
         for e in entry.split(",")
         if e.strip()
     ]
-    filters: dict[str, dict[str, Any]] = {}
+    flat: dict[str, dict[str, Any]] = {}
     for text in args.filter:
         field, condition = _parse_filter(text)
-        filters.setdefault(field, {}).update(condition)
+        flat.setdefault(field, {}).update(condition)
+    filters: dict[str, Any] = dict(flat)
+    if args.where is not None:
+        where = _where(args.where)
+        filters = {"$and": [where, flat]} if flat else where
     options: dict[str, Any] = {"expand_depth": args.depth}
     if args.element_types:
         options["element_types"] = args.element_types

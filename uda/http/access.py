@@ -14,7 +14,6 @@ cannot read (docs/adr/0011-http-service-and-authenticated-clearance.md).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from uda.errors import ConfigError, MissingElementError
 from uda.http.auth import Principal
 from uda.http.errors import ElementNotFoundError, PermissionDeniedError
 from uda.query.clearance import Clearance, state_visible
+from uda.query.concurrency import together
 from uda.query.graph_context import context_hops, reachable_subgraph
 from uda.query.rows import element_row, record_batch
 
@@ -62,11 +62,11 @@ async def lookup(
     edges: dict[tuple[str, str, str], GraphEdge] = {}
     nodes: set[str] = set()
     if expand_depth > 0 and graphs:
-        subgraphs = await asyncio.gather(
-            *(
+        subgraphs = await together(
+            [
                 g.expand([element_id], expand_depth, None, None, backward_hops=CONTEXT_BACKWARD)
                 for g in graphs
-            )
+            ]
         )
         edges = {e.key: e for sub in subgraphs for e in sub.edges}
         nodes = {n for sub in subgraphs for n in sub.nodes} - {element_id}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from connectors.contract.predicates import PUSHDOWN_OPS, Predicate
+from connectors.contract.filter_tree import AllOf, FilterNode, describe, pushdown, to_json
 from connectors.contract.records import SearchFilter
 from ontology import element_class, element_types, knowledge_asset_types, relation_spec
 from ontology import relation_types as known_relations
@@ -19,6 +19,8 @@ from uda.query.contracts import Centrality, SearchRequest, Traverse
 from uda.query.filters import parse_filters
 from uda.query.fusion import Leg
 
+_MATCH_ALL = AllOf(children=())
+
 
 @dataclass(frozen=True, kw_only=True)
 class Plan:
@@ -26,7 +28,7 @@ class Plan:
 
     request: SearchRequest
     clearance: Clearance
-    predicates: tuple[Predicate, ...]
+    filter: FilterNode
     pushdown: SearchFilter
     element_types: tuple[str, ...]
     pool_size: int
@@ -55,7 +57,7 @@ class Plan:
             return ", ".join(names) or "none"
 
         as_of = "now" if self.as_of is None else f"HLC {self.as_of}"
-        filters = ", ".join(f"{p.field} {p.op.value} {p.value!r}" for p in self.predicates)
+        filters = describe(self.filter) if self.filter != _MATCH_ALL else ""
         lines = [
             f"query: {self.request.query!r}  limit={self.request.limit}  as_of={as_of}",
             f"clearance: {', '.join(self.clearance.entries())}",
@@ -92,9 +94,7 @@ class Plan:
         return {
             "request": self.request.model_dump(mode="json"),
             "clearance": self.clearance.entries(),
-            "filters": [
-                {"field": p.field, "op": p.op.value, "value": p.value} for p in self.predicates
-            ],
+            "filters": to_json(self.filter),
             "element_types": list(self.element_types),
             "pool_size": self.pool_size,
             "expand_depth": self.expand_depth,
@@ -133,7 +133,7 @@ def make_plan(
         UnknownRelationError: naming the offending field and value.
     """
     clearance = Clearance.parse(request.clearance_scope)
-    predicates = parse_filters(request.context_filters)
+    tree = parse_filters(request.context_filters)
     searchable = knowledge_asset_types()
     types = tuple(searchable)
     if request.element_types is not None:
@@ -163,14 +163,14 @@ def make_plan(
     return Plan(
         request=request,
         clearance=clearance,
-        predicates=predicates,
+        filter=tree,
         pushdown=SearchFilter(
             max_sensitivity_rank=clearance.level.rank,
             projects=tuple(sorted(clearance.projects)),
             all_projects=clearance.all_projects,
             as_of=as_of,
             element_types=types,
-            predicates=tuple(p for p in predicates if p.op in PUSHDOWN_OPS),
+            predicates=pushdown(tree),
         ),
         element_types=types,
         pool_size=request.pool_size or max(10 * request.limit, 50),

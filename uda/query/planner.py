@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
+from connectors.contract.filter_tree import evaluate
 from connectors.contract.records import ChunkHit, GraphEdge
 from connectors.contract.system_of_record import StateClearance, StoredState
 from ontology import element_class
@@ -21,7 +22,9 @@ from uda.config import SearchDefaults
 from uda.embedder import Embedder
 from uda.errors import MissingCapabilityError, PlanError, UDAError
 from uda.query.clearance import state_visible
+from uda.query.concurrency import all_or_none, together
 from uda.query.contracts import SearchRequest
+from uda.query.filters.related import Neighbours, read_neighbours
 from uda.query.fusion import (
     SECONDS_PER_DAY,
     Fusion,
@@ -186,7 +189,7 @@ class Planner:
         text = self._text if plan.weights.get(Leg.LEXICAL, 0.0) > 0 else []
         vector_calls = [c.vector_search(embedding, k, plan.pushdown) for c in vector]
         text_calls = [c.text_search(plan.request.query, k, plan.pushdown) for c in text]
-        results = await _together([*vector_calls, *text_calls])
+        results = await together([*vector_calls, *text_calls])
         out = _Phase1()
         for hits in results[: len(vector_calls)]:
             _collapse(hits, out.semantic)
@@ -200,7 +203,7 @@ class Planner:
     ) -> tuple[list[GraphEdge], set[str]]:
         if plan.expand_depth == 0 or not self._graph or not candidate_ids:
             return [], set()
-        subgraphs = await _together(
+        subgraphs = await together(
             [
                 g.expand(
                     candidate_ids,
@@ -240,11 +243,14 @@ class Planner:
         )
         semantic_raw = _leg_scores(phase1.semantic, states, visible)
         lexical_raw = _leg_scores(phase1.lexical, states, visible)
+        neighbours = await self._neighbours(plan, [eid for eid in states if eid in visible])
         candidates = _eligible_candidates(
-            plan, candidate_ids, states, visible, semantic_raw, lexical_raw
+            plan, candidate_ids, states, visible, semantic_raw, lexical_raw, neighbours
         )
         if plan.graph_candidates:
-            reached = _graph_candidates(plan, graph_nodes, states, visible, adj, set(candidates))
+            reached = _graph_candidates(
+                plan, graph_nodes, states, visible, adj, set(candidates), neighbours
+            )
             candidates += reached
             semantic_raw.update(await self._graph_semantic(plan, query_vector, reached, states))
         evidence = self._rank(plan, candidates, states, semantic_raw, lexical_raw, seen_edges, adj)
@@ -252,6 +258,17 @@ class Planner:
         context = await self._context(plan, ordered, adj, states)
         return SearchResponse(
             plan=plan, ranked=[evidence.result(states[eid], context[eid]) for eid in ordered]
+        )
+
+    async def _neighbours(self, plan: Plan, element_ids: Sequence[str]) -> Neighbours:
+        """What the filter's relation paths need: visible neighbours' values, one batch."""
+        return await read_neighbours(
+            plan.filter,
+            element_ids,
+            graphs=self._graph,
+            system_of_record=self._sor,
+            clearance=plan.clearance,
+            as_of=plan.as_of,
         )
 
     async def _visible_states(
@@ -332,7 +349,7 @@ class Planner:
         """Whole states of `whole_ids` and clearances of `clearance_ids`, read concurrently."""
         whole = asyncio.ensure_future(self._sor.fetch(whole_ids, plan.as_of))
         cleared = asyncio.ensure_future(self._sor.fetch_clearances(clearance_ids, plan.as_of))
-        await _all_or_none([whole, cleared])
+        await all_or_none([whole, cleared])
         return whole.result(), cleared.result()
 
     async def _context_states(
@@ -369,7 +386,7 @@ class Planner:
         """
         if not reached or plan.weights.get(Leg.SEMANTIC, 0.0) <= 0:
             return {}
-        results = await _together(
+        results = await together(
             [c.vector_scores(query_vector, reached, plan.pushdown) for c in self._vector]
         )
         best: dict[tuple[str, int], _Best] = {}
@@ -385,13 +402,14 @@ def _eligible_candidates(
     visible: set[str],
     semantic_raw: Mapping[str, tuple[float, str]],
     lexical_raw: Mapping[str, tuple[float, str]],
+    neighbours: Neighbours,
 ) -> list[str]:
     """Phase 1's candidates that are visible, eligible, and scored on a leg, in their order."""
     return [
         eid
         for eid in candidate_ids
         if eid in visible
-        and _eligible(plan, states[eid])
+        and _eligible(plan, states[eid], neighbours)
         and (eid in semantic_raw or eid in lexical_raw)
     ]
 
@@ -403,12 +421,13 @@ def _graph_candidates(
     visible: set[str],
     adj: Adjacency,
     known: set[str],
+    neighbours: Neighbours,
 ) -> list[str]:
     """Nodes the expansion reached over visible edges that may compete as results."""
     return [
         n
         for n in sorted(graph_nodes)
-        if n in visible and n not in known and _eligible(plan, states[n]) and n in adj
+        if n in visible and n not in known and _eligible(plan, states[n], neighbours) and n in adj
     ]
 
 
@@ -485,34 +504,12 @@ def _hops_still_visible(
     return kept
 
 
-def _eligible(plan: Plan, state: StoredState) -> bool:
-    """A candidate must be a searchable type of the request and pass every filter."""
+def _eligible(plan: Plan, state: StoredState, neighbours: Neighbours) -> bool:
+    """A candidate must be a searchable type of the request and match the filter tree."""
     cls = element_class(state.element_type)
     if cls is None or not cls.knowledge_asset or state.element_type not in plan.element_types:
         return False
-    return all(p.matches(state.filter_values) for p in plan.predicates)
-
-
-async def _together(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
-    """Run the calls concurrently; if one fails, cancel and await the others, then raise.
-
-    `asyncio.gather` returns at the first error while its siblings still run: a caller
-    that then closes the client would pull connections from under them.
-    """
-    tasks = [asyncio.ensure_future(call) for call in calls]
-    await _all_or_none(tasks)
-    return [task.result() for task in tasks]
-
-
-async def _all_or_none(tasks: Sequence[asyncio.Future[Any]]) -> None:
-    """Wait for every task; if one fails, cancel and await the others, then raise."""
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    return evaluate(plan.filter, state.filter_values, neighbours.of(state.element_id))
 
 
 def _decay(plan: Plan, state: StoredState) -> float:
