@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 import pytest
@@ -172,3 +173,18 @@ def test_each_backend_package_names_its_connector(package: str, name: str) -> No
     cls = getattr(importlib.import_module(package), name)
     registered = {target for target, _ in BUILTIN.values()}
     assert f"{cls.__module__}:{name}" in registered
+
+
+def test_a_row_reader_that_drifts_from_its_columns_fails() -> None:
+    """The spelled-out row readers are held to the one column definition at import."""
+    from connectors.contract import system_of_record as rows
+
+    def swapped(row: Any) -> object:
+        values = list(row)
+        values[2], values[3] = values[3], values[2]
+        return rows.state_from_row(values)
+
+    rows._check_reader(rows.state_from_row, rows._STATE_FIELDS)  # the real one passes
+    rows._check_reader(rows.clearance_from_row, rows._CLEARANCE_FIELDS)
+    with pytest.raises(TypeError, match="wrong field"):
+        rows._check_reader(swapped, rows._STATE_FIELDS)
