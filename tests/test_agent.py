@@ -608,3 +608,28 @@ async def test_the_example_agent_answers_with_citations(
     assert "doc:keys" not in answer.text
     assert answer.tool_calls[0].startswith("auto_search(")
     assert answer.tool_calls[1].startswith("get_result(")
+
+
+# -- filter trees --------------------------------------------------------------------------
+async def test_search_takes_a_filter_tree_with_relation_paths(deps: UDADeps) -> None:
+    tree = {"$or": [{"partOf.name": "payments"}, {"~supersedes.status": "accepted"}]}
+    answer = await search(deps, SearchArgs(query="payment retries", where=tree))
+    assert sorted(h.element_id for h in answer.hits) == ["adr:3", "doc:retries"]
+    assert answer.where == tree
+    # ANDed with the flat filters; a refinement keeps the tree unless it replaces it.
+    narrowed = await search(
+        deps, SearchArgs(query="payment retries", where=tree, filters={"element_type": "Decision"})
+    )
+    assert [h.element_id for h in narrowed.hits] == ["adr:3"]
+    kept = await refine_search(deps, RefineArgs(query_id=answer.query_id, limit=1))
+    assert kept.where == tree
+    dropped = await refine_search(deps, RefineArgs(query_id=answer.query_id, where={}))
+    assert dropped.where is None
+    assert len(dropped.hits) > len(answer.hits)
+
+
+async def test_a_bad_tree_is_explained_with_its_path(deps: UDADeps) -> None:
+    with pytest.raises(UnknownFilterFieldError) as caught:
+        await search(deps, SearchArgs(query="x", where={"$or": [{"partOf.nmae": "payments"}]}))
+    assert caught.value.field == "context_filters.$or[0].partOf.nmae"
+    assert "did you mean 'name'" in str(caught.value)

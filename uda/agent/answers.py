@@ -77,6 +77,7 @@ def search_answer(record: QueryRecord) -> SearchAnswer:
         reason=spec.reason,
         weights=dict(record.weights),
         filters=dict(spec.filters),
+        where=None if spec.where is None else dict(spec.where),
         element_types=None if spec.element_types is None else list(spec.element_types),
         depth=spec.depth,
         refined_from=record.refined_from,

@@ -28,6 +28,16 @@ _FILTERS_HELP = (
 )
 
 
+_WHERE_HELP = (
+    "A filter tree, ANDed with filters, for what flat filters cannot say. Leaves as in "
+    'filters, plus {"$between": [low, high]}, {"$like": "pay%"} / {"$ilike": ...} (SQL '
+    'patterns, strings only) and {"$exists": true}; nodes {"$and": [...]}, {"$or": [...]}, '
+    '{"$not": {...}}. A field may be a relation path: "partOf.name" (an element this one is '
+    'part of), "governedBy.status", "authoredBy.name", or "~governedBy.element_id" (over an '
+    'incoming edge). Example: {"$or": [{"status": "accepted"}, {"partOf.name": "payments"}]}.'
+)
+
+
 class _Args(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -40,6 +50,7 @@ class SearchArgs(_Args):
     filters: dict[str, FilterSpec] = Field(
         default_factory=dict[str, FilterSpec], description=_FILTERS_HELP
     )
+    where: dict[str, Any] | None = Field(default=None, description=_WHERE_HELP)
     element_types: list[str] | None = Field(
         default=None,
         description="Only these searchable element types (see list_element_types).",
@@ -84,6 +95,9 @@ class RefineArgs(_Args):
     )
     remove_filters: list[str] = Field(
         default_factory=list[str], description="Names of filters to drop."
+    )
+    where: dict[str, Any] | None = Field(
+        default=None, description="Replace the filter tree ({} drops it); see search's where."
     )
     element_types: list[str] | None = Field(
         default=None, description="Replace the element types searched."
@@ -155,6 +169,7 @@ class SearchAnswer(BaseModel):
     reason: str
     weights: dict[str, float]
     filters: dict[str, FilterSpec] = Field(default_factory=dict[str, FilterSpec])
+    where: dict[str, Any] | None = None
     element_types: list[str] | None = None
     depth: int
     refined_from: str | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from uda.agent.models import FilterSpec, LegRank, Strategy
 from uda.errors import UserError
@@ -29,6 +30,7 @@ class QuerySpec:
     limit: int
     filters: Mapping[str, FilterSpec]
     element_types: tuple[str, ...] | None
+    where: Mapping[str, Any] | None = None
     depth: int
     strategy: Strategy
     text_weight: float | None = None

@@ -60,7 +60,7 @@ async def run_search(
     if weights is not None:
         options["weights"] = {leg.value: w for leg, w in weights.items()}
     response = await deps.search(
-        spec.query, limit=spec.limit, context_filters=dict(spec.filters), options=options
+        spec.query, limit=spec.limit, context_filters=_context_filters(spec), options=options
     )
     results = tuple(response.results)
     try:
@@ -88,11 +88,21 @@ async def run_search(
     return answers.search_answer(record)
 
 
+def _context_filters(spec: QuerySpec) -> dict[str, Any]:
+    """The flat filters and the tree, ANDed (the grammar validates both, naming the path)."""
+    if not spec.where:
+        return dict(spec.filters)
+    if not spec.filters:
+        return dict(spec.where)
+    return {"$and": [dict(spec.where), dict(spec.filters)]}
+
+
 def _spec(args: SearchArgs, **how: Any) -> QuerySpec:
     return QuerySpec(
         query=args.query,
         limit=args.limit,
         filters=dict(args.filters),
+        where=args.where or None,
         element_types=None if args.element_types is None else tuple(args.element_types),
         depth=args.depth,
         **how,
@@ -158,6 +168,7 @@ async def refine_search(deps: UDADeps, args: RefineArgs) -> SearchAnswer:
         query=query,
         limit=base.limit if args.limit is None else args.limit,
         filters=filters,
+        where=base.where if args.where is None else (args.where or None),
         element_types=element_types,
         depth=base.depth if args.depth is None else args.depth,
         strategy=strategy,
