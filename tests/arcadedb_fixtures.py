@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors.arcadedb.connector import ArcadeDBConnector
+from uda.config import ConnectorSpec, Profile
 from uda.services.arcadedb import ArcadeDBService
 from uda.services.base import ServiceInfo
 
@@ -32,4 +33,36 @@ def remote(info: ServiceInfo, database: str | None = None, **kwargs: Any) -> Arc
         user=info.user or "root",
         password=info.password,
         **kwargs,
+    )
+
+
+def server_profile(
+    root: Path,
+    dsn: str,
+    arcadedb: ServiceInfo,
+    *,
+    database: str,
+    exact: bool,
+    schema: str | None = None,
+) -> Profile:
+    """The server profile over running servers: PostgreSQL (a schema of its own if given)
+    and ArcadeDB (the named database)."""
+    postgres: dict[str, str | bool] = {"dsn": dsn, "exact": exact}
+    if schema is not None:
+        postgres["schema"] = schema
+    return Profile(
+        name="server",
+        root=root,
+        connectors=(
+            ConnectorSpec(name="postgres", options=postgres),
+            ConnectorSpec(
+                name="arcadedb-graph",
+                options={
+                    "url": f"http://{arcadedb.host}:{arcadedb.port}",
+                    "database": database,
+                    "user": arcadedb.user or "root",
+                    "password": arcadedb.password,
+                },
+            ),
+        ),
     )

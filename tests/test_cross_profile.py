@@ -18,7 +18,7 @@ import pytest
 
 import uda
 from ontology import Decision, Document, Element, Person, Relation, Repository
-from uda.config import ConnectorSpec, Profile, embedded_profile
+from uda.config import embedded_profile
 from uda.embedder import SentenceTransformerEmbedder
 from uda.services.arcadedb import ArcadeDBService
 from uda.services.postgres import PostgresService, dsn
@@ -155,22 +155,11 @@ def _answers(client: uda.Client, **options: Any) -> list[list[tuple[Any, ...]]]:
 def test_embedded_and_server_profiles_agree(
     servers: dict[str, Any], tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
+    from arcadedb_fixtures import server_profile
+
     arcade = servers["arcadedb"]
-    server = Profile(
-        name="server",
-        root=tmp_path / "server",
-        connectors=(
-            ConnectorSpec(name="postgres", options={"dsn": servers["dsn"], "exact": True}),
-            ConnectorSpec(
-                name="arcadedb-graph",
-                options={
-                    "url": f"http://{arcade.host}:{arcade.port}",
-                    "database": arcade.database or "uda",
-                    "user": arcade.user or "root",
-                    "password": arcade.password,
-                },
-            ),
-        ),
+    server = server_profile(
+        tmp_path / "server", servers["dsn"], arcade, database=arcade.database or "uda", exact=True
     )
     elements, relations = corpus()
     with (

@@ -16,7 +16,7 @@ import pytest
 
 import uda
 from ontology import Decision, Document, Element, Person, Relation, Repository
-from uda.config import ConnectorSpec, Profile, embedded_profile
+from uda.config import Profile, embedded_profile
 from uda.embedder import SentenceTransformerEmbedder
 from uda.errors import MissingCapabilityError, UnknownFilterFieldError
 from uda.services.base import ServiceInfo
@@ -119,24 +119,11 @@ def make_profile(request: pytest.FixtureRequest, tmp_path: Path) -> ProfileFacto
     url, arcade = request.getfixturevalue("servers")
 
     def server(name: str) -> Profile:
+        from arcadedb_fixtures import server_profile
+
         unique = f"{name}_{uuid.uuid4().hex[:10]}"
-        return Profile(
-            name="server",
-            root=tmp_path / name,
-            connectors=(
-                ConnectorSpec(
-                    name="postgres", options={"dsn": url, "schema": f"s_{unique}", "exact": True}
-                ),
-                ConnectorSpec(
-                    name="arcadedb-graph",
-                    options={
-                        "url": f"http://{arcade.host}:{arcade.port}",
-                        "database": f"d_{unique}",
-                        "user": arcade.user or "root",
-                        "password": arcade.password,
-                    },
-                ),
-            ),
+        return server_profile(
+            tmp_path / name, url, arcade, schema=f"s_{unique}", database=f"d_{unique}", exact=True
         )
 
     return server

@@ -26,26 +26,19 @@ from uda.query.concurrency import all_or_none, together
 from uda.query.contracts import SearchRequest
 from uda.query.filters.related import Neighbours, read_neighbours
 from uda.query.fusion import (
-    SECONDS_PER_DAY,
     Fusion,
     Leg,
     ReciprocalRankFusion,
-    apply_decay,
-    centrality_ranks,
-    decay_factor,
-    ranks_by_score,
 )
 from uda.query.graph_context import (
     Adjacency,
     ContextHop,
     context_hops,
-    degree_centrality,
-    pagerank_centrality,
     reachable_subgraph,
 )
 from uda.query.plan import Plan, make_plan
+from uda.query.ranking import rank
 from uda.query.results import SearchResponse
-from uda.query.rows import RankedResult
 
 T = TypeVar("T")
 
@@ -62,47 +55,6 @@ class _Best:
 class _Phase1:
     semantic: dict[tuple[str, int], _Best] = field(default_factory=dict[tuple[str, int], _Best])
     lexical: dict[tuple[str, int], _Best] = field(default_factory=dict[tuple[str, int], _Best])
-
-
-@dataclass(kw_only=True)
-class _Evidence:
-    """Every leg's evidence on the candidates of one search, and their fused scores."""
-
-    semantic_raw: Mapping[str, tuple[float, str]]  # raw score and best chunk, visible only
-    lexical_raw: Mapping[str, tuple[float, str]]
-    decay: Mapping[str, float]
-    semantic: Mapping[str, float]  # decayed
-    lexical: Mapping[str, float]
-    centrality: Mapping[str, float]
-    ranks: Mapping[Leg, Mapping[str, int]]
-    contributions: Mapping[str, Mapping[Leg, float]]
-    scores: Mapping[str, float]
-
-    def best(self, candidates: Sequence[str], limit: int) -> list[str]:
-        """The `limit` best candidates, by fused score, then element id (deterministic)."""
-        return sorted(candidates, key=lambda eid: (-self.scores[eid], eid))[:limit]
-
-    def result(
-        self, state: StoredState, context: Sequence[tuple[ContextHop, StoredState]]
-    ) -> RankedResult:
-        """One ranked candidate as a result, with its context."""
-        eid = state.element_id
-        semantic_raw = self.semantic_raw.get(eid)
-        lexical_raw = self.lexical_raw.get(eid)
-        return RankedResult(
-            state=state,
-            score=self.scores[eid],
-            snippet=(semantic_raw or lexical_raw or (0.0, ""))[1],
-            decay=self.decay[eid],
-            semantic_raw=None if semantic_raw is None else semantic_raw[0],
-            lexical_raw=None if lexical_raw is None else lexical_raw[0],
-            semantic_score=self.semantic.get(eid),
-            lexical_score=self.lexical.get(eid),
-            centrality=self.centrality.get(eid, 0.0),
-            ranks={leg: r[eid] for leg, r in self.ranks.items() if eid in r},
-            contributions=self.contributions.get(eid, {}),
-            context=context,
-        )
 
 
 class Planner:
@@ -253,7 +205,9 @@ class Planner:
             )
             candidates += reached
             semantic_raw.update(await self._graph_semantic(plan, query_vector, reached, states))
-        evidence = self._rank(plan, candidates, states, semantic_raw, lexical_raw, seen_edges, adj)
+        evidence = rank(
+            plan, self._fusion, candidates, states, semantic_raw, lexical_raw, seen_edges, adj
+        )
         ordered = evidence.best(candidates, plan.request.limit)
         context = await self._context(plan, ordered, adj, states)
         return SearchResponse(
@@ -288,40 +242,6 @@ class Planner:
             eid for eid, clearance in clearances.items() if state_visible(plan.clearance, clearance)
         }
         return states, visible
-
-    def _rank(
-        self,
-        plan: Plan,
-        candidates: Sequence[str],
-        states: Mapping[str, StoredState],
-        semantic_raw: Mapping[str, tuple[float, str]],
-        lexical_raw: Mapping[str, tuple[float, str]],
-        seen_edges: Sequence[GraphEdge],
-        adj: Adjacency,
-    ) -> _Evidence:
-        """Decay each leg's raw scores, rank every leg, and fuse the ranks into scores."""
-        decay = {eid: _decay(plan, states[eid]) for eid in candidates}
-        semantic = _decayed(semantic_raw, decay, candidates)
-        lexical = _decayed(lexical_raw, decay, candidates)
-        semantic_ranks = ranks_by_score(semantic)
-        centrality = _centrality(plan, candidates, seen_edges, adj, semantic, lexical)
-        ranks = {
-            Leg.SEMANTIC: semantic_ranks,
-            Leg.LEXICAL: ranks_by_score(lexical),
-            Leg.CENTRALITY: centrality_ranks(centrality, semantic_ranks),
-        }
-        contributions = self._fusion.contributions(ranks, plan.weights)
-        return _Evidence(
-            semantic_raw=semantic_raw,
-            lexical_raw=lexical_raw,
-            decay=decay,
-            semantic=semantic,
-            lexical=lexical,
-            centrality=centrality,
-            ranks=ranks,
-            contributions=contributions,
-            scores={eid: sum(contributions.get(eid, {}).values()) for eid in candidates},
-        )
 
     async def _context(
         self,
@@ -431,39 +351,6 @@ def _graph_candidates(
     ]
 
 
-def _decayed(
-    raw: Mapping[str, tuple[float, str]], decay: Mapping[str, float], candidates: Sequence[str]
-) -> dict[str, float]:
-    """One leg's raw scores of the candidates, decayed (ADR 4: decay before ranking)."""
-    return {e: apply_decay(raw[e][0], decay[e]) for e in candidates if e in raw}
-
-
-def _centrality(
-    plan: Plan,
-    candidates: Sequence[str],
-    seen_edges: Sequence[GraphEdge],
-    adj: Adjacency,
-    semantic: Mapping[str, float],
-    lexical: Mapping[str, float],
-) -> dict[str, float]:
-    """The centrality leg's scores: PageRank seeded by the query, or degree."""
-    if plan.centrality == "pagerank":
-        return pagerank_centrality(seen_edges, _seed_scores(semantic, lexical), candidates)
-    return degree_centrality(adj, candidates)
-
-
-def _seed_scores(semantic: Mapping[str, float], lexical: Mapping[str, float]) -> dict[str, float]:
-    """PageRank seeds: cosine similarities, or BM25 as a fraction of the best.
-
-    BM25 seeds only when the semantic leg is off; it has no fixed scale, and the seed
-    temperature assumes one.
-    """
-    if semantic:
-        return dict(semantic)
-    best = max(lexical.values(), default=0.0)
-    return {eid: score / best for eid, score in lexical.items()} if best > 0 else {}
-
-
 def _collapse(hits: Iterable[ChunkHit], into: dict[tuple[str, int], _Best]) -> None:
     """Chunks to element states: the best chunk wins and is kept as the snippet."""
     for hit in hits:
@@ -510,13 +397,6 @@ def _eligible(plan: Plan, state: StoredState, neighbours: Neighbours) -> bool:
     if cls is None or not cls.knowledge_asset or state.element_type not in plan.element_types:
         return False
     return evaluate(plan.filter, state.filter_values, neighbours.of(state.element_id))
-
-
-def _decay(plan: Plan, state: StoredState) -> float:
-    if not plan.decay:
-        return 1.0
-    age_days = (plan.as_of_ms - state.timestamp_ms) / 1000 / SECONDS_PER_DAY
-    return decay_factor(age_days, plan.half_life_days, plan.decay_floor)
 
 
 __all__ = ["ContextHop", "Planner"]
