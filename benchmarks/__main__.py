@@ -31,6 +31,7 @@ suites:
   keps      KEPs as decisions/documents/SIGs/people: metadata questions, clearance leaks
   scale     synthetic ontology: latency per phase, throughput, siloed / floor / txtai ratios
   ingest    ingest throughput against the raw embedding throughput of the same model
+  structured  lists without a query (relation path + date range) and deep pages, by cursor
 
 output (under --out, default benchmarks/results/<preset>/):
   report.json         every figure, the targets, the machine and package versions
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         metavar="SUITES",
-        help="comma-separated subset of: scifact,multihop,keps,scale,ingest (default: all)",
+        help="comma-separated subset of: scifact,multihop,keps,scale,ingest,structured "
+        "(default: all)",
     )
     parser.add_argument(
         "--profiles",

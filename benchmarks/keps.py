@@ -17,7 +17,13 @@ when the target proposal is loaded). Clearance is a deterministic mix by a hash 
 `project:<owning sig>`; a proposal's document shares its decision's clearance.
 
 Queries (all built from metadata, answers judged by metadata, per caller):
-- `lookup`: a proposal's title -> that decision;
+- `lookup`: a proposal's title -> that decision (a sample of the proposals);
+- `exact_title`: every proposal's title -> that decision (or any proposal of the same title,
+  case and whitespace folded), expected at rank 1 (`recall@1`);
+- `identifier`: a proposal's own `KEP-<number>` token, where that token occurs (as a whole
+  word, any case) in the text of that proposal's elements and of no other, and is an
+  identifier by `uda.query.exact.is_identifier` (a number of 3+ digits: `KEP-19` is no more
+  an identifier there than `IL-6`) -> that decision, expected at rank 1;
 - `replaced_by`: "Which KEP replaced <old title>?" -> the replacing decision, as a result or
   as a context node (`supersedes`, incoming) of a result;
 - `sig_status`: "<sig> enhancement proposals" filtered on `status` -> every visible decision
@@ -51,6 +57,7 @@ from ontology import (
     SystemComponent,
 )
 from uda.query.clearance import Clearance
+from uda.query.exact import is_identifier
 
 LEVELS = ("public", "internal", "confidential", "restricted")
 CALLERS: tuple[tuple[str, ...], ...] = (
@@ -64,6 +71,8 @@ _REF = re.compile(r"keps/((?:[\w.-]+/)*?[\w.-]*?(\d+)-[\w.-]+?)(?:\.md)?/?$")
 _TOC = re.compile(r"<!-- toc -->.*?<!-- /toc -->", re.DOTALL)
 _SECTION = re.compile(r"^## (.+)$", re.MULTILINE)
 _STATUSES = {s.value for s in DecisionStatus}
+_KEP_TOKEN = re.compile(r"\bKEP-(\d+)\b", re.IGNORECASE)
+AT_ONE = frozenset({"lookup", "exact_title", "identifier"})  # kinds judged at rank 1 too
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -320,13 +329,68 @@ class KepQuery:
     via_context: str | None = None  # relation through which a context node may answer
 
 
-def kep_queries(keps: Sequence[Kep], *, lookups: int | None = None) -> list[KepQuery]:
-    """Metadata questions over the loaded proposals (see the module doc)."""
+def _folded(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def identifier_queries(keps: Sequence[Kep], elements: Sequence[Element]) -> list[KepQuery]:
+    """`KEP-<number>` of each proposal whose token no other proposal's elements hold.
+
+    The query is the token as its proposal's text first writes it, if that is an identifier
+    by `uda.query.exact.is_identifier` (three digits or more); the elements are those
+    ingested (their text as capped by the preset).
+    """
+    owner = {k.decision_id: k for k in keps} | {k.document_id: k for k in keps}
+    holders: dict[int, set[str]] = defaultdict(set)  # number -> decision ids holding it
+    first: dict[tuple[str, int], str] = {}  # (decision id, number) -> the token as written
+    for e in elements:
+        k = owner.get(e.element_id)
+        text = f"{e.name}\n{getattr(e, 'text', '')}"
+        for match in _KEP_TOKEN.finditer(text):
+            number = int(match.group(1))
+            holder = k.decision_id if k is not None else e.element_id
+            holders[number].add(holder)
+            first.setdefault((holder, number), match.group(0))
+    queries: list[KepQuery] = []
+    for k in keps:
+        if k.number is None or holders.get(k.number) != {k.decision_id}:
+            continue
+        token = first[(k.decision_id, k.number)]
+        if not is_identifier(token):
+            continue
+        queries.append(KepQuery(kind="identifier", text=token, answers=frozenset({k.decision_id})))
+    return queries
+
+
+def kep_queries(
+    keps: Sequence[Kep],
+    *,
+    lookups: int | None = None,
+    elements: Sequence[Element] | None = None,
+) -> list[KepQuery]:
+    """Metadata questions over the loaded proposals (see the module doc).
+
+    `exact_title` questions cover every proposal; `identifier` questions need the ingested
+    `elements` (none without them).
+    """
     by_path = {k.path: k for k in keps}
     queries: list[KepQuery] = []
     step = max(1, len(keps) // lookups) if lookups else 1
     for k in keps[::step]:
         queries.append(KepQuery(kind="lookup", text=k.title, answers=frozenset({k.decision_id})))
+    same_title: dict[str, set[str]] = defaultdict(set)
+    for k in keps:
+        same_title[_folded(k.title)].add(k.decision_id)
+    for k in keps:
+        queries.append(
+            KepQuery(
+                kind="exact_title",
+                text=k.title,
+                answers=frozenset(same_title[_folded(k.title)]),
+            )
+        )
+    if elements is not None:
+        queries += identifier_queries(keps, elements)
     for k in keps:
         for old in resolve_refs(k.replaces, keps):
             if old != k.path:
@@ -392,7 +456,10 @@ def evaluate(
     limit: int = 10,
     callers: Sequence[tuple[str, ...]] = CALLERS,
 ) -> dict[str, dict[str, float]]:
-    """Per query kind: recall@limit, MRR, precision, filter exactness and leaks, per caller."""
+    """Per query kind: recall@limit, MRR, precision, filter exactness and leaks, per caller.
+
+    `recall@1` (kinds in `AT_ONE`): the share of questions whose first result answers them.
+    """
     table = clearance_table(keps)
     status_of = {k.decision_id: k.status for k in keps}
     figures: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -418,6 +485,8 @@ def evaluate(
             f["recall"].append(len(truth & set(top)) / min(len(truth), limit))
             rank = next((i for i, e in enumerate(top, start=1) if e in truth), None)
             f["mrr"].append(1.0 / rank if rank else 0.0)
+            if q.kind in AT_ONE:
+                f["recall@1"].append(float(rank == 1))
             if q.kind in ("sig_status", "since"):
                 f["precision"].append(len(truth & set(top)) / limit)
                 wanted = q.options.get("context_filters", {}).get("status")

@@ -13,7 +13,7 @@ from typing import Literal
 from benchmarks.datasets import MULTIHOP_SETS
 
 PresetName = Literal["smoke", "quick", "full"]
-SUITES = ("scifact", "multihop", "keps", "scale", "ingest")
+SUITES = ("scifact", "multihop", "keps", "scale", "ingest", "structured")
 
 # (centrality, centrality weight, graph_candidates) for the multi-hop graph rows.
 GraphVariant = tuple[Literal["degree", "pagerank"], float, bool]

@@ -238,6 +238,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "keps": (
         "recall",
+        "recall@1",
         "mrr",
         "reachable",
         "precision",

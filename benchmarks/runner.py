@@ -43,6 +43,10 @@ def _suite(name: str) -> Suite:
         from benchmarks.suites import ingest
 
         return ingest.run
+    if name == "structured":
+        from benchmarks.suites import structured
+
+        return structured.run
     raise ValueError(f"unknown suite {name!r}")
 
 

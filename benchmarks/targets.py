@@ -188,7 +188,83 @@ def evaluate_targets(suites: Mapping[str, Mapping[str, Any]], preset: str) -> li
                 detail=f"over {int(row['metrics']['callers'])} callers",
             )
         )
+    out += _exact_match_targets(rows)
+    out += _structured_targets(rows)
     out += _reproduction(rows, suites, preset)
+    return out
+
+
+def _structured_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
+    """Structured retrieval (issue 16): a filtered list at 100k chunks, and deep pages."""
+    found = [r for r in rows if r["suite"] == "structured"]
+    if not found:
+        return []
+    sizes = sorted({params(r, "size") for r in found})
+    size = 100_000 if 100_000 in sizes else sizes[-1]
+    at = "at 100k" if size == 100_000 else f"100k not run; at {size:,} chunks"
+    out: list[Target] = []
+    # (method, id, description, metric, goal, judged at any size)
+    wanted = (
+        (
+            "structured: relation path + date range",
+            "structured_filter_p50_100k_embedded",
+            "p50 ms of a structured query (relation path + date range), 100k chunks (embedded)",
+            "wall_p50_ms",
+            20.0,
+            False,
+        ),
+        (
+            "structured: page 50 / page 1",
+            "structured_page50_ratio_embedded",
+            "p50 of page 50 / p50 of page 1, limit 20, largest size run (embedded)",
+            "p50_ratio",
+            2.0,
+            True,
+        ),
+    )
+    for method, target_id, description, key, goal, any_size in wanted:
+        row = next((r for r in found if r["method"] == method and params(r, "size") == size), None)
+        figure = None if row is None else row["metrics"].get(key)
+        judged = figure if size == 100_000 or any_size else None
+        shown = f"at {size:,} chunks" if judged is not None or figure is None else at
+        out.append(
+            Target(
+                id=target_id,
+                description=description,
+                target=f"<= {goal:g}" + (" ms" if key.endswith("_ms") else "x"),
+                figure=judged,
+                met=None if judged is None else judged <= goal,
+                detail=shown if judged is not None or figure is None else f"{at}: {figure:.2f}",
+            )
+        )
+    return out
+
+
+EXACT_MATCH_TARGETS = (
+    ("exact_title", "KEPs: a proposal's exact title as the query, the proposal first (R@1)", 0.99),
+    ("identifier", "KEPs: a proposal's unique KEP-<number> token, the proposal first (R@1)", 1.0),
+)
+
+
+def _exact_match_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
+    """Exact matches first (issue 16): recall@1 of the exact-title and identifier questions."""
+    out: list[Target] = []
+    for method, description, goal in EXACT_MATCH_TARGETS:
+        for row in _find(rows, suite="keps", system="uda", method=method):
+            value = row["metrics"].get("recall@1")
+            if value is None:
+                continue
+            out.append(
+                Target(
+                    id=f"keps_{method}_r1_{row['profile']}",
+                    description=f"{description} ({row['profile']})",
+                    target=f">= {goal:.2f}" if goal < 1 else "== 1.00",
+                    figure=value,
+                    met=value >= goal,
+                    detail=f"{int(row['metrics']['questions'])} (question, caller) pairs where "
+                    "the caller may see the answer",
+                )
+            )
     return out
 
 

@@ -8,6 +8,7 @@ All members are coroutines: connectors over blocking libraries run them in a wor
 
 from __future__ import annotations
 
+import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, Literal
@@ -21,12 +22,15 @@ from connectors.contract.records import (
     SearchFilter,
     Subgraph,
 )
+from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import (
     OutboxItem,
     StateClearance,
     StoredState,
     WriteBatch,
 )
+
+_PROCESS_SECRET = secrets.token_bytes(32)
 
 
 class Connector(ABC):
@@ -198,6 +202,26 @@ class RelationalCapable(ABC):
         """
         states = await self.fetch(element_ids, as_of)
         return {eid: StateClearance.of(state) for eid, state in states.items()}
+
+    @abstractmethod
+    async def select_states(self, selection: StateSelection) -> list[StoredState]:
+        """One page of a structured retrieval (`connectors.contract.selection`), in one query.
+
+        States valid at the filter's `as_of`, not tombstoned, passing what the store can
+        apply of the filter (clearance and types at least; a store may apply less, never
+        more), strictly after `selection.after` in `selection.order`, at most
+        `selection.limit`, in that order. Each carries its newest state's clearance, as
+        `fetch` returns it.
+        """
+
+    async def instance_secret(self) -> bytes:
+        """A random 32-byte secret, made once per store and the same for all its clients.
+
+        Keys the MACs of search cursors, so that a cursor works from any client of the
+        store and after a restart. This default lives only as long as the process: a store
+        overrides it with one it keeps.
+        """
+        return _PROCESS_SECRET
 
     @abstractmethod
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:

@@ -33,6 +33,7 @@ UNIT_MODULES = frozenset(
         "test_bench_report",
         "test_clearance",
         "test_compose",
+        "test_exact",
         "test_filter_grammar",
         "test_fusion",
         "test_layout",

@@ -6,8 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +17,16 @@ import pytest
 from benchmarks.baselines.floor import FlatCorpus, NumpyFloor
 from benchmarks.datasets import BeirSet, normalise_entity, subset, title_mention_graph
 from benchmarks.embedding import CachingEmbedder, VectorCache, model_fingerprint
-from benchmarks.keps import Kep, clearance_of, resolve_refs
+from benchmarks.keps import (
+    Answer,
+    Kep,
+    KepQuery,
+    clearance_of,
+    evaluate,
+    kep_elements,
+    kep_queries,
+    resolve_refs,
+)
 from benchmarks.report import README_BEGIN, README_END, publish
 from benchmarks.synonyms import synonym_groups
 from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
@@ -141,6 +152,91 @@ def test_kep_references_resolve_by_path_then_unique_number() -> None:
         "sig-apps/1847-autoremove-statefulset-pvcs",
     ]
     assert clearance_of("sig-node/1-x", "sig-node") == clearance_of("sig-node/1-x", "sig-node")
+
+
+def test_kep_exact_title_and_identifier_questions() -> None:
+    keps = [
+        replace(_kep("sig-a/1001-one", 1001), title="Same  title", readme="# KEP-1001: one"),
+        replace(_kep("sig-a/1002-two", 1002), title="same TITLE", readme="Builds on kep-1001."),
+        replace(_kep("sig-b/1003-three", 1003), readme="# KEP-1003\n\nAlso KEP-1003-x."),
+        replace(_kep("sig-b/1004-four", 1004), readme="No token of its own; KEP-10045."),
+        replace(_kep("sig-c/19-short", 19), readme="# KEP-19: too short for an identifier"),
+    ]
+    elements, _ = kep_elements(keps)
+    queries = kep_queries(keps, elements=elements)
+    titles = {q.text: q.answers for q in queries if q.kind == "exact_title"}
+    assert (
+        titles["Same  title"]
+        == titles["same TITLE"]
+        == {"kep:sig-a/1001-one", "kep:sig-a/1002-two"}
+    )
+    assert titles["sig-b/1003-three"] == {"kep:sig-b/1003-three"}
+    # KEP-1001 occurs in another proposal's text too, 1002 and 1004 in none of their own,
+    # and KEP-19 is not an identifier (uda.query.exact.is_identifier).
+    identifiers = [(q.text, q.answers) for q in queries if q.kind == "identifier"]
+    assert identifiers == [("KEP-1003", frozenset({"kep:sig-b/1003-three"}))]
+    assert not [q for q in kep_queries(keps) if q.kind == "identifier"]
+
+    def ask(q: KepQuery, caller: tuple[str, ...]) -> Answer:
+        # Always the second proposal first, then the right one.
+        return Answer(ids=["kep:sig-a/1002-two", *sorted(q.answers)])
+
+    figures = evaluate(queries, keps, ask, callers=[("public",)])
+    assert figures["exact_title"]["recall@1"] == 0.4  # right for the two "same title" ones
+    assert figures["identifier"]["recall@1"] == 0.0
+    assert figures["identifier"]["mrr"] == 0.5
+    assert "recall@1" in figures["lookup"]
+
+
+def test_exact_match_targets() -> None:
+    rows = [
+        {
+            "suite": "keps",
+            "dataset": "keps",
+            "system": "uda",
+            "method": method,
+            "profile": "embedded",
+            "metrics": {"recall@1": value, "questions": 40.0},
+        }
+        for method, value in (("exact_title", 0.99), ("identifier", 0.975), ("lookup", 0.5))
+    ]
+    targets = {t.id: t for t in evaluate_targets({"keps": {"rows": rows}}, "quick")}
+    assert targets["keps_exact_title_r1_embedded"].met is True
+    assert targets["keps_identifier_r1_embedded"].met is False
+    assert targets["keps_identifier_r1_embedded"].figure == 0.975
+    assert not any(t.startswith("keps_lookup") for t in targets)
+
+
+def test_structured_targets_judge_100k_and_the_largest_size() -> None:
+    def row(method: str, size: int, **metrics: float) -> dict[str, Any]:
+        return {
+            "suite": "structured",
+            "dataset": "synthetic",
+            "system": "uda",
+            "method": method,
+            "profile": "embedded",
+            "metrics": metrics,
+            "params": {"size": size},
+        }
+
+    small = [
+        row("structured: relation path + date range", 10_000, wall_p50_ms=5.0),
+        row("structured: page 50 / page 1", 10_000, p50_ratio=1.2),
+    ]
+    targets = {t.id: t for t in evaluate_targets({"structured": {"rows": small}}, "quick")}
+    filtered = targets["structured_filter_p50_100k_embedded"]
+    assert filtered.met is None  # the latency target is judged at 100k only
+    assert "10,000" in filtered.detail
+    assert targets["structured_page50_ratio_embedded"].met is True
+    big = [
+        *small,
+        row("structured: relation path + date range", 100_000, wall_p50_ms=25.0),
+        row("structured: page 50 / page 1", 100_000, p50_ratio=2.5),
+    ]
+    targets = {t.id: t for t in evaluate_targets({"structured": {"rows": big}}, "full")}
+    assert targets["structured_filter_p50_100k_embedded"].met is False
+    assert targets["structured_filter_p50_100k_embedded"].figure == 25.0
+    assert targets["structured_page50_ratio_embedded"].met is False
 
 
 def test_floor_matches_brute_force_and_respects_clearance() -> None:

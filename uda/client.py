@@ -132,7 +132,7 @@ class AsyncClient:
 
     async def search(
         self,
-        query: str,
+        query: str | None = None,
         limit: int = 5,
         clearance_scope: Iterable[str] | None = None,
         context_filters: Mapping[str, Any] | None = None,

@@ -65,7 +65,7 @@ class SyncFacade(Generic[TwinT, ResponseT]):
 
     def search(
         self,
-        query: str,
+        query: str | None = None,
         limit: int = 5,
         clearance_scope: Iterable[str] | None = None,
         context_filters: Mapping[str, Any] | None = None,

@@ -1,10 +1,10 @@
 """KEPs: the whole ontology pipeline on real decision records (benchmarks/keps.py).
 
 UDA answers every question kind as each caller, with graph context (depth 1) and, for the
-metadata questions, context filters. The floor and txtai answer the `lookup` and
-`replaced_by` questions (as results only: they have no graph context in their answer) under
-the same clearance (a numpy mask; txtai's SQL). A hit on a proposal's README counts as the
-proposal.
+metadata questions, context filters. The floor and txtai answer the questions without filters
+(`lookup`, `exact_title`, `identifier`, `replaced_by`; as results only: they have no graph
+context in their answer) under the same clearance (a numpy mask; txtai's SQL). A hit on a
+proposal's README counts as the proposal.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
     preset = ctx.preset
     keps = kep_data.read_keps(root, limit=preset.keps_limit)
     elements, relations = kep_data.kep_elements(keps, max_words=preset.keps_max_words)
-    queries = kep_data.kep_queries(keps, lookups=preset.keps_lookups)
+    queries = kep_data.kep_queries(keps, lookups=preset.keps_lookups, elements=elements)
     kinds = sorted({q.kind for q in queries})
     result.notes.append(
         f"keps: {len(keps)} proposals -> {len(elements)} elements, {len(relations)} relations; "
@@ -121,7 +121,9 @@ def _baselines(ctx: Context, result: SuiteResult, keps: list[kep_data.Kep]) -> N
     ranks = np.array([LEVELS.index(table[i][0]) for i in ids], dtype=np.int8)
     scopes = [table[i][1] for i in ids]
     queries = [
-        q for q in kep_data.kep_queries(keps, lookups=ctx.preset.keps_lookups) if not q.options
+        q
+        for q in kep_data.kep_queries(keps, lookups=ctx.preset.keps_lookups, elements=elements)
+        if not q.options
     ]
     ctx.log(f"keps: floor and txtai over {len(ids)} records")
     floor = NumpyFloor(

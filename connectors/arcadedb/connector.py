@@ -263,15 +263,16 @@ class ArcadeDBStore(Connector, GraphCapable):
         nothing of the filter (so it would need over-fetching with no bound on recall), and
         it needs the dimension before the first chunk arrives. The engine scans the chunks
         that pass the pushed-down clearance, validity and type filter (about 0.15 s per
-        20k chunks of 384 dimensions) and returns them ranked. Predicates are checked here
-        with the reference semantics; when too few pass, the window grows until `k` pass
-        or every candidate has been seen.
+        20k chunks of 384 dimensions) and returns them ranked. Predicates and the filter
+        tree are checked here with the reference semantics (`SearchFilter.allows_chunk`);
+        when too few pass, the window grows until `k` pass or every candidate has been seen.
         """
         if k <= 0:
             return []
         command, params = search_statement(search_filter)
         params["embedding"] = [float(x) for x in embedding]
-        limit = k * OVERFETCH if search_filter.predicates else k
+        checked_here = search_filter.predicates or search_filter.tree is not None
+        limit = k * OVERFETCH if checked_here else k
         while True:
             rows = await self._backend.query("sql", command, {**params, "limit": limit})
             hits = _passing_hits(rows, search_filter)
@@ -314,7 +315,7 @@ class ArcadeDBStore(Connector, GraphCapable):
 
 
 def _passing_hits(rows: Sequence[Mapping[str, Any]], search_filter: SearchFilter) -> list[ChunkHit]:
-    """Scored chunk rows that pass the filter (predicates are checked here, not pushed down)."""
+    """Scored chunk rows that pass the filter (predicates and tree checked here, not pushed)."""
     return [
         ChunkHit(
             chunk_id=record.chunk_id,

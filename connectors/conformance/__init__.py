@@ -61,7 +61,8 @@ its `auto` and `strict` modes work). Test names start with their capability (`te
 `test_text_`, `test_graph_`, `test_relational_`, `test_lifecycle_`), so `-k vector` selects
 one capability. Classes for a single capability (`VectorConformance`, `TextConformance`,
 `GraphConformance`, `RelationalConformance`, `LifecycleConformance`) can be combined instead
-of the whole `ConnectorConformance`.
+of the whole `ConnectorConformance`. `FilterTreeConformance` checks filter trees through the
+vector and text legs on random trees (it needs `hypothesis`, and skips without it).
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ pytest.register_assert_rewrite(
     "connectors.conformance.text",
     "connectors.conformance.graph",
     "connectors.conformance.relational",
+    "connectors.conformance.selection",
     "connectors.conformance.lifecycle",
+    "connectors.conformance.trees",
 )
 
 from connectors.conformance.fixtures import (  # noqa: E402 - after the rewrite registration
@@ -90,15 +93,19 @@ from connectors.conformance.fixtures import (  # noqa: E402 - after the rewrite 
 from connectors.conformance.graph import GraphConformance  # noqa: E402
 from connectors.conformance.lifecycle import LifecycleConformance  # noqa: E402
 from connectors.conformance.relational import RelationalConformance  # noqa: E402
+from connectors.conformance.selection import SelectionConformance  # noqa: E402
 from connectors.conformance.text import TextConformance  # noqa: E402
+from connectors.conformance.trees import FilterTreeConformance  # noqa: E402
 from connectors.conformance.vector import VectorConformance  # noqa: E402
 
 
 class ConnectorConformance(
     VectorConformance,
     TextConformance,
+    FilterTreeConformance,
     GraphConformance,
     RelationalConformance,
+    SelectionConformance,
     LifecycleConformance,
 ):
     """Every conformance test; subclass it and define `connector_factory`."""
@@ -108,11 +115,13 @@ __all__ = [
     "ConformanceBase",
     "ConnectorConformance",
     "ConnectorFactory",
+    "FilterTreeConformance",
     "GraphConformance",
     "Harness",
     "LifecycleConformance",
     "LocationFactory",
     "RelationalConformance",
+    "SelectionConformance",
     "TextConformance",
     "VectorConformance",
     "claim",

@@ -3,8 +3,9 @@
 A tree is made of `AllOf`, `AnyOf` and `Not` nodes over two kinds of leaves: a `Predicate` on
 the element's own normalised values, and a `RelationPredicate`, true when an element related
 to it by one relation in one direction (one hop) satisfies its predicate. `evaluate` is the
-reference semantics; a store that compiles a tree (or the part of it that `pushdown` hands
-out) must agree with it. The user-facing grammar that builds these trees lives in
+reference semantics; a store that compiles a tree (`own_values_bound` of the caller's tree,
+which `SearchFilter.tree` carries, or the root conjuncts that `pushdown` hands out) must agree
+with it. The user-facing grammar that builds these trees lives in
 `uda.query.filters`.
 """
 
@@ -126,6 +127,92 @@ def pushdown(node: FilterNode) -> tuple[Predicate, ...]:
     return tuple(out)
 
 
+def required_relations(node: FilterNode) -> tuple[RelationPredicate, ...]:
+    """The relation leaves every match must satisfy: the root's conjuncts, through `AllOf`.
+
+    A store that holds edges and its elements' states (the system of record) can apply them
+    as "a visible neighbour along this relation matches"; the planner re-checks them.
+    """
+    conjuncts = node.children if isinstance(node, AllOf) else (node,)
+    out: list[RelationPredicate] = []
+    for leaf in conjuncts:
+        if isinstance(leaf, AllOf):
+            out.extend(required_relations(leaf))
+        elif isinstance(leaf, RelationPredicate):
+            out.append(leaf)
+    return tuple(out)
+
+
+MATCH_ALL = AllOf(children=())
+"""The tree every element satisfies (an empty conjunction)."""
+MATCH_NONE = AnyOf(children=())
+"""The tree no element satisfies (an empty disjunction)."""
+
+
+def own_values_bound(node: FilterNode) -> FilterNode:
+    """A tree over the element's own values that every match of `node` satisfies.
+
+    What a store can apply: a relation leaf reads neighbours, which a store's rows do not
+    hold, so it is replaced by "true" where a match needs it true (an even number of `Not`
+    above it) and by "false" under an odd number of `Not` (where a match needs it false):
+    the result is a sound relaxation, exact when `node` has no relation leaf. The result is
+    simplified (`MATCH_ALL` when nothing constrains the element's own values, `MATCH_NONE`
+    when nothing can match).
+    """
+    return _relax(node, positive=True)
+
+
+def _relax(node: FilterNode, *, positive: bool) -> FilterNode:
+    match node:
+        case Predicate():
+            return node
+        case RelationPredicate():
+            return MATCH_ALL if positive else MATCH_NONE
+        case AllOf():
+            return all_of([_relax(c, positive=positive) for c in node.children])
+        case AnyOf():
+            return any_of([_relax(c, positive=positive) for c in node.children])
+        case Not():
+            return negate(_relax(node.child, positive=not positive))
+
+
+def all_of(children: Iterable[FilterNode]) -> FilterNode:
+    """The conjunction of `children`, simplified (nested `AllOf` flattened, trues dropped)."""
+    kept: list[FilterNode] = []
+    for child in children:
+        if child == MATCH_NONE:
+            return MATCH_NONE
+        if isinstance(child, AllOf):
+            kept.extend(child.children)
+        else:
+            kept.append(child)
+    return kept[0] if len(kept) == 1 else AllOf(children=tuple(kept))
+
+
+def any_of(children: Iterable[FilterNode]) -> FilterNode:
+    """The disjunction of `children`, simplified (nested `AnyOf` flattened, falses dropped)."""
+    kept: list[FilterNode] = []
+    for child in children:
+        if child == MATCH_ALL:
+            return MATCH_ALL
+        if isinstance(child, AnyOf):
+            kept.extend(child.children)
+        else:
+            kept.append(child)
+    return kept[0] if len(kept) == 1 else AnyOf(children=tuple(kept))
+
+
+def negate(child: FilterNode) -> FilterNode:
+    """`Not(child)`, simplified (constants flipped, double negation removed)."""
+    if child == MATCH_ALL:
+        return MATCH_NONE
+    if child == MATCH_NONE:
+        return MATCH_ALL
+    if isinstance(child, Not):
+        return child.child
+    return Not(child=child)
+
+
 def to_json(node: FilterNode) -> dict[str, Any]:
     """The tree as plain data (plans, logs, persisted queries)."""
     match node:
@@ -162,6 +249,8 @@ def describe(node: FilterNode) -> str:
 
 
 __all__ = [
+    "MATCH_ALL",
+    "MATCH_NONE",
     "AllOf",
     "AnyOf",
     "Direction",
@@ -170,10 +259,15 @@ __all__ = [
     "Related",
     "RelationPredicate",
     "Values",
+    "all_of",
+    "any_of",
     "describe",
     "evaluate",
     "leaves",
+    "negate",
+    "own_values_bound",
     "pushdown",
     "relation_predicates",
+    "required_relations",
     "to_json",
 ]

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from connectors.contract.filter_tree import MATCH_ALL, FilterNode, evaluate, own_values_bound
 from connectors.contract.predicates import Predicate, Scalar
 
 # `valid_to` of a state or an edge that nothing has superseded yet.
@@ -42,9 +43,13 @@ class ChunkRecord:
 
 @dataclass(frozen=True, kw_only=True)
 class SearchFilter:
-    """What a store may push down: clearance, validity, element types, positive predicates.
+    """What a store may push down: clearance, validity, element types, predicates, a tree.
 
-    A pushdown may only be looser than the authoritative check in phase 3, never stricter.
+    `predicates` (positive operators, ANDed) and `tree` (any filter tree) both apply. `tree`
+    is held as its `own_values_bound`: a store sees no relation leaf, and a tree that does not
+    constrain the element's own values is None. A pushdown may only be looser than the
+    authoritative check in phase 3, never stricter; a store should compile `tree` exactly
+    where it can (the conformance suite compares it with `evaluate`).
     """
 
     max_sensitivity_rank: int
@@ -53,6 +58,12 @@ class SearchFilter:
     as_of: int | None = None  # None: current states only
     element_types: tuple[str, ...] | None = None
     predicates: tuple[Predicate, ...] = ()
+    tree: FilterNode | None = None
+
+    def __post_init__(self) -> None:
+        if self.tree is not None:
+            bound = own_values_bound(self.tree)
+            object.__setattr__(self, "tree", None if bound == MATCH_ALL else bound)
 
     def allows_chunk(self, chunk: ChunkRecord) -> bool:
         """Reference semantics of the filter, for stores that filter in Python."""
@@ -67,7 +78,9 @@ class SearchFilter:
             return False
         if self.element_types is not None and chunk.element_type not in self.element_types:
             return False
-        return all(p.matches(chunk.filter_values) for p in self.predicates)
+        if not all(p.matches(chunk.filter_values) for p in self.predicates):
+            return False
+        return self.tree is None or evaluate(self.tree, chunk.filter_values)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,14 +16,16 @@ statistics of the visible chunks only (ADR 5).
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from psycopg.types.json import Jsonb
 
 from connectors.base import RelationalCapable
-from connectors.contract.errors import UserError
+from connectors.contract.errors import ConnectorError, UserError
 from connectors.contract.records import ChunkRecord, GraphEdge
+from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import (
     OutboxItem,
     StateClearance,
@@ -38,6 +40,7 @@ from connectors.contract.system_of_record import (
 from connectors.postgres import sql as q
 from connectors.postgres import values as pv
 from connectors.postgres.lexical import PostgresTextLeg
+from connectors.postgres.selection import select_sql
 from connectors.postgres.vector import PostgresVectorLeg
 
 
@@ -121,6 +124,25 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
             return {}
         rows = await self._select(q.states_sql(as_of), {"ids": ids, "as_of": as_of})
         return {row[0]: state_from_row(row) for row in rows}
+
+    async def select_states(self, selection: StateSelection) -> list[StoredState]:
+        """One keyset page of a structured retrieval (`connectors.postgres.selection`)."""
+        sql, params = select_sql(selection)
+        rows = await self._select(sql, params)
+        return [state_from_row(row) for row in rows]
+
+    async def instance_secret(self) -> bytes:
+        """The store's random secret, made by the first caller and kept in `secrets`."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO secrets (key, value) VALUES ('cursor', %s) ON CONFLICT DO NOTHING",
+                (secrets.token_bytes(32),),
+            )
+            cur = await conn.execute("SELECT value FROM secrets WHERE key = 'cursor'")
+            row = await cur.fetchone()
+        if row is None:  # pragma: no cover - inserted just above
+            raise ConnectorError(self.name, "the store's secret could not be made")
+        return bytes(row[0])
 
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
         """Current edges touching any of the ids."""

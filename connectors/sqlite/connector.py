@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ from connectors.analyzer import query_terms
 from connectors.base import Connector, RelationalCapable, TextCapable
 from connectors.contract.errors import ConnectorError
 from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
+from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import (
     OutboxItem,
     StateClearance,
@@ -52,6 +54,7 @@ from connectors.sqlite.schema import (
     VISIBLE_STATS_SQL,
     state_rows_sql,
 )
+from connectors.sqlite.selection import select_sql
 
 T = TypeVar("T")
 _WORKERS = 4  # reader threads (each with its own connection) beside the one writer
@@ -181,6 +184,26 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
             )
             .fetchall()
         )
+
+    async def select_states(self, selection: StateSelection) -> list[StoredState]:
+        """One keyset page of a structured retrieval (`connectors.sqlite.selection`)."""
+        sql, params = select_sql(selection)
+        rows = await self._select(sql, params)
+        return [state_from_row(row) for row in rows]
+
+    async def instance_secret(self) -> bytes:
+        """The store's random secret, made by the first caller and kept in `meta`."""
+
+        def read_or_make() -> bytes:
+            with self._transaction() as conn:
+                conn.execute(
+                    "INSERT INTO meta VALUES ('secret', ?) ON CONFLICT DO NOTHING",
+                    (secrets.token_hex(32),),
+                )
+                row = conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()
+            return bytes.fromhex(row[0])
+
+        return await self._run(read_or_make)
 
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
         """Current edges touching any of the ids."""

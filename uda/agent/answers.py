@@ -78,9 +78,20 @@ def search_answer(record: QueryRecord) -> SearchAnswer:
         weights=dict(record.weights),
         filters=dict(spec.filters),
         where=None if spec.where is None else dict(spec.where),
+        order_by=spec.order_by,
         element_types=None if spec.element_types is None else list(spec.element_types),
         depth=spec.depth,
         refined_from=record.refined_from,
+        page=spec.page,
+        more=record.next_cursor is not None,
         hits=[hit(rank, r) for rank, r in enumerate(record.results, start=1)],
-        note=None if record.results else EMPTY_NOTE,
+        note=_note(record),
     )
+
+
+def _note(record: QueryRecord) -> str | None:
+    if not record.results:
+        return EMPTY_NOTE
+    if record.next_cursor is not None:
+        return f"more results follow: next_page with query_id {record.query_id!r}"
+    return None

@@ -20,9 +20,11 @@ from uda.agent.models import (
     ExpandAnswer,
     ExpandArgs,
     FilterFieldsAnswer,
+    FindArgs,
     GetResultArgs,
     HybridSearchArgs,
     ListFieldsArgs,
+    NextPageArgs,
     NoArgs,
     QueryHistory,
     RefineArgs,
@@ -89,6 +91,21 @@ TOOLS: tuple[ToolSpec[Any, Any], ...] = (
         SearchAnswer,
         "Search by meaning and exact words, text_weight setting the balance (0 meaning "
         "only, 1 exact words only)." + _SEARCH_RETURNS,
+    ),
+    _spec_of(
+        tools.find_elements,
+        FindArgs,
+        SearchAnswer,
+        "List every element matching filters (no query text), ordered by order_by "
+        '("-timestamp" for newest first): "every accepted decision since March". Pages '
+        "with next_page.",
+    ),
+    _spec_of(
+        tools.next_page,
+        NextPageArgs,
+        SearchAnswer,
+        "The next page of an earlier search or find_elements whose answer said more: true. "
+        "Returns a new query_id.",
     ),
     _spec_of(
         tools.refine_search,

@@ -33,6 +33,11 @@ class SearchResponse(Protocol):
         """The plan and every leg's rank and contribution per result."""
         ...
 
+    @property
+    def next_cursor(self) -> str | None:
+        """The next page's cursor (None on the last page)."""
+        ...
+
 
 class AsyncSearcher(Protocol):
     """Anything with `uda.AsyncClient.run`: a validated `SearchRequest` in, a response out."""
@@ -87,7 +92,7 @@ class UDADeps:
 
     async def search(
         self,
-        query: str,
+        query: str | None,
         *,
         limit: int,
         context_filters: Mapping[str, Any],

@@ -19,7 +19,7 @@ Scalar = str | int | float | bool
 # The shapes `uda.query.filters.parse_filters` reads: a value (equality), a list (membership) or a
 # mapping of operators. Operators come from `Op`, so the schema and the parser agree.
 FilterSpec = Scalar | list[Scalar] | dict[Op, Scalar | list[Scalar]]
-Strategy = Literal["default", "semantic", "hybrid"]
+Strategy = Literal["default", "semantic", "hybrid", "structured"]
 
 _FILTERS_HELP = (
     "Structured filters on element properties: {field: value} for equality, "
@@ -57,6 +57,37 @@ class SearchArgs(_Args):
     )
     depth: int = Field(
         default=1, ge=0, le=2, description="Graph hops of context to attach to each result (0-2)."
+    )
+
+
+class FindArgs(_Args):
+    """List every element matching filters, in a stable order, without a query."""
+
+    filters: dict[str, FilterSpec] = Field(
+        default_factory=dict[str, FilterSpec], description=_FILTERS_HELP
+    )
+    where: dict[str, Any] | None = Field(default=None, description=_WHERE_HELP)
+    order_by: str | None = Field(
+        default=None,
+        max_length=200,
+        description='"timestamp", "-timestamp" (newest first), "name" or any field '
+        "list_filter_fields names; ties by element_id (default: element_id).",
+    )
+    element_types: list[str] | None = Field(
+        default=None,
+        description="Only these searchable element types (see list_element_types).",
+    )
+    limit: int = Field(default=10, ge=1, le=25, description="How many per page (1-25).")
+    depth: int = Field(
+        default=1, ge=0, le=2, description="Graph hops of context to attach to each result (0-2)."
+    )
+
+
+class NextPageArgs(_Args):
+    """The next page of an earlier search or find_elements."""
+
+    query_id: str | None = Field(
+        default=None, description="The search to continue (default: the most recent one)."
     )
 
 
@@ -163,16 +194,19 @@ class SearchAnswer(BaseModel):
     """The answer to one search, with the id to refer back to it."""
 
     query_id: str
-    query: str
+    query: str | None
     strategy: Strategy
     text_weight: float | None = None
     reason: str
     weights: dict[str, float]
     filters: dict[str, FilterSpec] = Field(default_factory=dict[str, FilterSpec])
     where: dict[str, Any] | None = None
+    order_by: str | None = None
     element_types: list[str] | None = None
     depth: int
     refined_from: str | None = None
+    page: int = Field(default=1, description="1 for a first page; next_page counts on.")
+    more: bool = Field(default=False, description="Whether next_page has more to show.")
     hits: list[Hit]
     note: str | None = None
 
@@ -233,7 +267,7 @@ class QuerySummary(BaseModel):
     """One earlier search."""
 
     query_id: str
-    query: str
+    query: str | None
     strategy: Strategy
     filters: dict[str, FilterSpec]
     hits: int

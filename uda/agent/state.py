@@ -26,7 +26,7 @@ class UnknownQueryError(UserError):
 class QuerySpec:
     """What was asked: enough to run the search again, or a variation of it."""
 
-    query: str
+    query: str | None  # None: a structured retrieval (find_elements)
     limit: int
     filters: Mapping[str, FilterSpec]
     element_types: tuple[str, ...] | None
@@ -36,6 +36,9 @@ class QuerySpec:
     text_weight: float | None = None
     reason: str = ""
     routed: bool = False  # chosen by `auto_search`: a changed query is routed again
+    order_by: str | None = None
+    cursor: str | None = None  # the page this spec asks for (None: the first)
+    page: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +52,7 @@ class QueryRecord:
     results: tuple[SearchResult, ...]
     legs: Mapping[str, Mapping[str, LegRank]]
     refined_from: str | None = None
+    next_cursor: str | None = None  # where `next_page` continues (None: the last page)
 
     def result(self, rank: int) -> SearchResult:
         """The result at 1-based `rank`.

@@ -9,6 +9,7 @@ backend failures propagate.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from uda.agent import answers, discovery
@@ -21,11 +22,13 @@ from uda.agent.models import (
     ExpandArgs,
     FilterFieldsAnswer,
     FilterSpec,
+    FindArgs,
     GetResultArgs,
     HybridSearchArgs,
     LegRank,
     ListFieldsArgs,
     Mention,
+    NextPageArgs,
     NoArgs,
     QueryHistory,
     QuerySummary,
@@ -37,8 +40,8 @@ from uda.agent.models import (
     SemanticSearchArgs,
 )
 from uda.agent.router import route_query, strategy_weights
-from uda.agent.state import QueryRecord, QuerySpec
-from uda.errors import UnknownFilterFieldError
+from uda.agent.state import QueryRecord, QuerySpec, UnknownQueryError
+from uda.errors import InvalidRequestError, UnknownFilterFieldError
 
 if TYPE_CHECKING:
     from uda.query.contracts import SearchOptions
@@ -54,6 +57,10 @@ async def run_search(
     """
     discovery.check_filter_fields(spec.filters)
     options: SearchOptions = {"expand_depth": spec.depth}
+    if spec.order_by is not None:
+        options["order_by"] = spec.order_by
+    if spec.cursor is not None:
+        options["cursor"] = spec.cursor
     if spec.element_types is not None:
         options["element_types"] = list(spec.element_types)
     weights = strategy_weights(spec.strategy, spec.text_weight)
@@ -83,6 +90,7 @@ async def run_search(
         results=results,
         legs=legs,
         refined_from=refined_from,
+        next_cursor=response.next_cursor,
     )
     deps.conversation.add(record)
     return answers.search_answer(record)
@@ -142,6 +150,41 @@ async def auto_search(deps: UDADeps, args: AutoSearchArgs) -> SearchAnswer:
     return await run_search(deps, spec)
 
 
+async def find_elements(deps: UDADeps, args: FindArgs) -> SearchAnswer:
+    """A structured retrieval: every visible match of the filters, in `order_by` order."""
+    if not args.filters and not args.where and args.order_by is None:
+        raise InvalidRequestError(
+            "find_elements needs filters, where or order_by (to list everything in some "
+            'order, give order_by, e.g. "-timestamp")',
+            field="filters",
+        )
+    spec = QuerySpec(
+        query=None,
+        limit=args.limit,
+        filters=dict(args.filters),
+        where=args.where or None,
+        element_types=None if args.element_types is None else tuple(args.element_types),
+        depth=args.depth,
+        strategy="structured",
+        reason="requested: every match, ordered by " + (args.order_by or "element_id"),
+        order_by=args.order_by,
+    )
+    return await run_search(deps, spec)
+
+
+async def next_page(deps: UDADeps, args: NextPageArgs) -> SearchAnswer:
+    """The page after an earlier one: the same request, resumed by its cursor."""
+    parent = deps.conversation.get(args.query_id, deps.clearance)
+    if parent.next_cursor is None:
+        raise UnknownQueryError(
+            f"{parent.query_id} was the last page: there is nothing after it",
+            field="query_id",
+            value=parent.query_id,
+        )
+    spec = replace(parent.spec, cursor=parent.next_cursor, page=parent.spec.page + 1)
+    return await run_search(deps, spec, refined_from=parent.query_id)
+
+
 async def refine_search(deps: UDADeps, args: RefineArgs) -> SearchAnswer:
     """An earlier search with a new query, added or removed filters, or other settings."""
     parent = deps.conversation.get(args.query_id, deps.clearance)
@@ -160,7 +203,11 @@ async def refine_search(deps: UDADeps, args: RefineArgs) -> SearchAnswer:
     filters.update(args.add_filters)
     query = args.query or base.query
     strategy, text_weight, reason = base.strategy, base.text_weight, base.reason
-    if base.routed and query != base.query:
+    order_by = base.order_by
+    if base.query is None and query is not None:
+        # A query turns a structured retrieval into a ranked search: relevance orders it.
+        strategy, reason, order_by = "default", "refined with a query: ranked by relevance", None
+    if base.routed and query is not None and query != base.query:
         route = route_query(query)
         strategy, text_weight, reason = route.strategy, route.text_weight, "auto: " + route.reason
     element_types = base.element_types if args.element_types is None else tuple(args.element_types)
@@ -175,6 +222,7 @@ async def refine_search(deps: UDADeps, args: RefineArgs) -> SearchAnswer:
         text_weight=text_weight,
         reason=reason,
         routed=base.routed,
+        order_by=order_by,
     )
     return await run_search(deps, spec, refined_from=parent.query_id)
 

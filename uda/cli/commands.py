@@ -36,6 +36,9 @@ examples:
   uda search "retries" --where @filters.json    a filter tree from a file
   uda search "retries" --as-of 2025-06-01T00:00:00Z   the answer as it was then
   uda search "retries" --format arrow --output results.arrow
+  uda search --where '{"status": "accepted"}' --order-by=-timestamp   newest first, no query
+  uda search --order-by=-timestamp --limit 20 --cursor CURSOR   the next page
+  uda search --type Decision --order-by name --all --format json   every page
   uda check && uda sync                         verify every store, then repair
   uda --path /data/uda stats                    use another data folder
   uda serve --keys keys.toml --port 8080        the HTTP service (JSON and Arrow)
@@ -101,8 +104,15 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    search.add_argument("query", metavar="QUERY")
-    search.add_argument("--limit", type=int, default=5, help="results to return (1-100)")
+    search.add_argument(
+        "query",
+        metavar="QUERY",
+        nargs="?",
+        default=None,
+        help="what to look for; leave it out for a structured retrieval (--where, --filter, "
+        "--order-by): every match, in order",
+    )
+    search.add_argument("--limit", type=int, default=5, help="results per page (1-100)")
     search.add_argument(
         "--clearance",
         action="append",
@@ -135,6 +145,25 @@ def _parser() -> argparse.ArgumentParser:
         dest="element_types",
         metavar="TYPE",
         help="only these element types (Document, Decision...)",
+    )
+    search.add_argument(
+        "--order-by",
+        default=None,
+        metavar="KEY",
+        help="order a structured retrieval (no QUERY) by timestamp, name or any orderable field; "
+        "'-' first for descending, written --order-by=-timestamp; ties by element_id "
+        "(default: element_id)",
+    )
+    search.add_argument(
+        "--cursor",
+        default=None,
+        help="the next page: the cursor a previous page printed, with the same query and options",
+    )
+    search.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_pages",
+        help="follow the cursors to the last page (a ranked search: through its pool)",
     )
     search.add_argument("--depth", type=int, default=1, help="graph hops for context (0-2)")
     search.add_argument(
@@ -437,31 +466,59 @@ def _search(client: Any, args: argparse.Namespace) -> int:
     as_of = _as_of(args.as_of)
     if as_of is not None:
         options["as_of"] = as_of
+    if args.order_by is not None:
+        options["order_by"] = args.order_by
     if args.format == "arrow" and args.output is None and sys.stdout.isatty():
         raise CliError(
             "--format arrow writes binary: add --output FILE or pipe stdout",
             field="--format",
             value="arrow",
         )
-    response = client.search(
-        args.query, limit=args.limit, clearance_scope=clearance, context_filters=filters, **options
-    )
+    pages = _pages(client, args, clearance, filters, options)
     if args.format == "arrow":
         if args.output is not None:
             with args.output.open("wb") as sink:
-                cli_format.write_arrow(response, sink)
+                cli_format.write_arrow(pages, sink)
         else:
-            cli_format.write_arrow(response, sys.stdout.buffer)
+            cli_format.write_arrow(pages, sys.stdout.buffer)
             sys.stdout.buffer.flush()
         return EXIT_OK
     if args.format == "json":
-        _emit(cli_format.as_json(response, explain=args.explain), args.output)
+        _emit(cli_format.as_json(pages, explain=args.explain), args.output)
         return EXIT_OK
-    text = cli_format.table(response)
+    text = cli_format.table(pages, ranked=args.query is not None)
     if args.explain:
-        text += "\n\n" + str(response.explain())
+        text += "\n\n" + "\n\n".join(str(page.explain()) for page in pages)
+    cursor = pages[-1].next_cursor
+    if cursor is not None:
+        text += f"\n\nmore: add --cursor {cursor} (or --all for every page)"
     _emit(text, args.output)
     return EXIT_OK
+
+
+def _pages(
+    client: Any,
+    args: argparse.Namespace,
+    clearance: list[str],
+    filters: dict[str, Any],
+    options: dict[str, Any],
+) -> list[Any]:
+    """The page `--cursor` names (the first without), or with `--all` it and every next one."""
+    pages: list[Any] = []
+    cursor: str | None = args.cursor
+    while True:
+        page = client.search(
+            args.query,
+            limit=args.limit,
+            clearance_scope=clearance,
+            context_filters=filters,
+            cursor=cursor,
+            **options,
+        )
+        pages.append(page)
+        cursor = page.next_cursor
+        if cursor is None or not args.all_pages:
+            return pages
 
 
 def _emit(text: str, output: Path | None) -> None:

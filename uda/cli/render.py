@@ -10,7 +10,7 @@ from typing import Any, BinaryIO, cast
 import pyarrow as pa
 
 from uda.query.contracts import SearchResult
-from uda.query.results import SearchResponse
+from uda.query.results import ResultViews
 
 
 def _one_line(text: str | None, width: int) -> str:
@@ -32,15 +32,16 @@ def _context(result: SearchResult) -> str:
     return "; ".join(f"{label}: {', '.join(names[:3])}" for label, names in groups.items())
 
 
-def table(response: SearchResponse) -> str:
-    """Score, type, name, a one-line snippet and the graph context of each result."""
-    results = response.results
+def table(pages: Sequence[ResultViews], *, ranked: bool = True) -> str:
+    """Score (or date, unranked), type, name, a one-line snippet and each result's context."""
+    results = [result for page in pages for result in page.results]
     if not results:
         return "no results (nothing matched, or nothing your clearance may see)"
     width = max(shutil.get_terminal_size((120, 20)).columns, 60)
     lines: list[str] = []
     for position, result in enumerate(results, start=1):
-        head = f"{position:>2}. {result.score:.4f}  {result.element_type:<9} {result.name}"
+        lead = f"{result.score:.4f}" if ranked else str(result.properties.get("timestamp"))[:10]
+        head = f"{position:>2}. {lead}  {result.element_type:<9} {result.name}"
         lines.append(head[:width])
         lines.append("      " + _one_line(result.snippet, width - 6))
         context = _context(result)
@@ -49,19 +50,21 @@ def table(response: SearchResponse) -> str:
     return "\n".join(lines)
 
 
-def as_json(response: SearchResponse, *, explain: bool) -> str:
-    """The results (and optionally the explanation) as JSON."""
+def as_json(pages: Sequence[ResultViews], *, explain: bool) -> str:
+    """The pages' results, the cursor of the page after them (and the explanations) as JSON."""
     payload: dict[str, Any] = {
-        "results": [r.model_dump(mode="json") for r in response.results],
+        "results": [r.model_dump(mode="json") for page in pages for r in page.results],
+        "next_cursor": pages[-1].next_cursor,
     }
     if explain:
-        payload["explain"] = response.explain().to_dict()
+        explained = [page.explain().to_dict() for page in pages]
+        payload["explain"] = explained[0] if len(explained) == 1 else explained
     return json.dumps(payload, indent=2, default=str)
 
 
-def write_arrow(response: SearchResponse, sink: BinaryIO) -> None:
-    """The results as an Arrow IPC stream in the documented result schema."""
-    table = response.to_arrow()
+def write_arrow(pages: Sequence[ResultViews], sink: BinaryIO) -> None:
+    """The pages' results as one Arrow IPC stream in the documented result schema."""
+    table = pa.concat_tables([page.to_arrow() for page in pages])
     # typeshed calls stdout's buffer a BinaryIO; pyarrow's stubs want an IOBase. It is one.
     out = pa.PythonFile(cast("Any", sink), mode="w")
     with pa.ipc.new_stream(out, table.schema) as writer:

@@ -46,6 +46,7 @@ from uda.http.wire import (
     CLEARANCE_HEADER,
     META_CLEARANCE,
     META_EXPLAIN,
+    META_NEXT_CURSOR,
     META_QUERY_ID,
     NARROWED_HEADER,
     negotiate,
@@ -140,6 +141,7 @@ def create_app(
                 META_EXPLAIN: explanation,
                 META_CLEARANCE: decision.to_dict(),
                 META_QUERY_ID: query_id,
+                META_NEXT_CURSOR: response.next_cursor,
             }
             chunks: Iterator[bytes] = stream_chunks(response.to_batches(), extra)
             return StreamingResponse(chunks, media_type=ARROW_STREAM, headers=headers)
@@ -149,6 +151,7 @@ def create_app(
                 "clearance": decision.to_dict(),
                 "results": response.results,
                 "plan": explanation["plan"],
+                "next_cursor": response.next_cursor,
             }
         )
         return JSONResponse(out.model_dump(mode="json"), headers=headers)

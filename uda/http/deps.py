@@ -19,7 +19,7 @@ from uda import hlc
 from uda.errors import InvalidRequestError
 from uda.http.auth import Authenticator, Principal
 from uda.http.models import IngestIn
-from uda.query.contracts import SearchRequest
+from uda.query.contracts import SearchRequest, error_location
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,7 +41,7 @@ async def parse_body(request: Request, model: type[M]) -> M:
         return model.model_validate_json(await request.body(), strict=True)
     except ValidationError as exc:
         errors: list[Any] = [
-            {**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)
+            {**e, "loc": ("body", *error_location(e))} for e in exc.errors(include_url=False)
         ]
         raise RequestValidationError(errors) from None
 

@@ -34,6 +34,11 @@ class SearchOut(BaseModel):
     clearance: ClearanceOut
     results: list[SearchResult]
     plan: dict[str, Any] = Field(description="the resolved plan, with phase timings")
+    next_cursor: str | None = Field(
+        default=None,
+        description="send it back as `cursor`, with the same request, for the next page; "
+        "null on the last page",
+    )
 
 
 class ExplainOut(BaseModel):

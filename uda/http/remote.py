@@ -54,8 +54,9 @@ class RemoteSearchResponse(ArrowResponse):
         *,
         clearance: Mapping[str, Any],
         query_id: str | None,
+        next_cursor: str | None = None,
     ) -> None:
-        super().__init__(table, explanation)
+        super().__init__(table, explanation, next_cursor)
         self.clearance = dict(clearance)
         self.query_id = query_id
 
@@ -126,6 +127,7 @@ def _search_response(response: httpx.Response) -> RemoteSearchResponse:
         extra.get("explain"),
         clearance=extra.get("clearance", {}),
         query_id=extra.get("query_id"),
+        next_cursor=extra.get("next_cursor"),
     )
 
 
@@ -176,7 +178,7 @@ class AsyncRemoteClient:
 
     async def search(
         self,
-        query: str,
+        query: str | None = None,
         limit: int = 5,
         clearance_scope: Iterable[str] | None = None,
         context_filters: Mapping[str, Any] | None = None,

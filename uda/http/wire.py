@@ -29,11 +29,12 @@ NARROWED_HEADER = "X-UDA-Clearance-Narrowed"
 META_EXPLAIN = b"uda.http.explain"
 META_CLEARANCE = b"uda.http.clearance"
 META_QUERY_ID = b"uda.http.query_id"
-_HTTP_KEYS = (META_EXPLAIN, META_CLEARANCE, META_QUERY_ID)
+META_NEXT_CURSOR = b"uda.http.next_cursor"
+_HTTP_KEYS = (META_EXPLAIN, META_CLEARANCE, META_QUERY_ID, META_NEXT_CURSOR)
 
 
 def stream_chunks(
-    reader: pa.RecordBatchReader, extra: Mapping[bytes, Mapping[str, Any] | str]
+    reader: pa.RecordBatchReader, extra: Mapping[bytes, Mapping[str, Any] | str | None]
 ) -> Iterator[bytes]:
     """An Arrow IPC stream, one chunk per message, with `extra` added to the schema metadata.
 
@@ -65,7 +66,7 @@ def read_stream(data: bytes) -> tuple[pa.Table, dict[str, Any]]:
 
     Returns:
         The table (its schema metadata as `ontology.result_schema()` has it) and a dict with
-        the keys `explain`, `clearance` and `query_id` that were present.
+        the keys `explain`, `clearance`, `query_id` and `next_cursor` that were present.
     """
     table = pa.ipc.open_stream(data).read_all()
     metadata = dict(table.schema.metadata or {})

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Literal, TypedDict, Unpack
+from typing import Any, Literal, TypedDict, Unpack, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from connectors.contract.predicates import INT64_MAX
 from uda.errors import InvalidRequestError
@@ -26,7 +34,7 @@ class SearchRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    query: str = Field(min_length=1, max_length=4000)
+    query: str | None = Field(default=None, min_length=1, max_length=4000)
     limit: int = Field(default=5, ge=1, le=100)
     clearance_scope: list[str] = Field(default_factory=list[str])
     context_filters: dict[str, Any] = Field(default_factory=dict[str, Any])
@@ -43,6 +51,10 @@ class SearchRequest(BaseModel):
     graph_candidates: bool = False
     traverse: Traverse = "context"
     pool_size: int | None = Field(default=None, ge=1, le=1000)
+    # Structured retrieval (query None): the order, "-" first for descending.
+    order_by: str | None = Field(default=None, min_length=1, max_length=200)
+    # The previous page's `next_cursor`, with the same request otherwise (limit may change).
+    cursor: str | None = Field(default=None, min_length=1, max_length=2000)
 
     @field_validator("limit", "expand_depth", "pool_size", mode="before")
     @classmethod
@@ -64,10 +76,27 @@ class SearchRequest(BaseModel):
 
     @field_validator("query")
     @classmethod
-    def _query_not_blank(cls, value: str) -> str:
-        if not value.strip():
+    def _query_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
             raise ValueError("query must not be blank")
         return value
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> SearchRequest:
+        # A ranked search orders by relevance; without a query, something must say what to
+        # return and in what order, or the answer would be "everything, in no order".
+        if self.query is None and not self.context_filters and self.order_by is None:
+            raise PydanticCustomError(
+                "query_or_structure",
+                "give a query, or context_filters and/or order_by for a structured retrieval",
+            )
+        if self.query is not None and self.order_by is not None:
+            raise PydanticCustomError(
+                "order_by_ranked",
+                "order_by orders a structured retrieval (query=None); a ranked search is "
+                "ordered by relevance",
+            )
+        return self
 
     @field_validator("weights")
     @classmethod
@@ -104,10 +133,12 @@ class SearchOptions(TypedDict, total=False):
     graph_candidates: bool
     traverse: Traverse
     pool_size: int
+    order_by: str
+    cursor: str
 
 
 def search_request(
-    query: str,
+    query: str | None = None,
     limit: int = 5,
     clearance_scope: Iterable[str] | None = None,
     context_filters: Mapping[str, Any] | None = None,
@@ -133,11 +164,22 @@ def search_request(
     return SearchRequest.build(**fields)
 
 
+_WHOLE_REQUEST_ERRORS = {"query_or_structure": "query", "order_by_ranked": "order_by"}
+
+
+def error_location(error: ErrorDetails) -> tuple[int | str, ...]:
+    """Where an error is: a rule over several fields names the one its message says to change."""
+    field = _WHOLE_REQUEST_ERRORS.get(error["type"])
+    return error["loc"] if field is None else (field,)
+
+
 def request_error(exc: ValidationError) -> InvalidRequestError:
     """Turn pydantic's report into one error naming the field and the value."""
     first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "request"
-    value = first.get("input")
+    field = ".".join(str(p) for p in error_location(first)) or "request"
+    value: Any = first.get("input")
+    if first["type"] in _WHOLE_REQUEST_ERRORS:
+        value = cast("dict[str, Any]", value).get(field) if isinstance(value, dict) else None
     shown = repr(value)
     if len(shown) > 80:
         shown = shown[:77] + "..."

@@ -1,4 +1,7 @@
-"""Why each result is where it is: the plan, and every leg's raw score, rank and share.
+"""Why each result is where it is: the plan, every leg's raw score, rank and share.
+
+A result that matches the query perfectly (`uda.query.exact`) also names the kind of match,
+the term that matched, and the boost that put it before the others.
 
 `SearchResponse.explain()` builds an `Explanation`; `to_dict()` / `from_dict()` carry it
 over HTTP with the Arrow table, and `plan_from_dict()` rebuilds the plan it ran with.
@@ -11,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from uda.query.exact import ExactMatch, MatchKind
 from uda.query.fusion import Leg
 
 if TYPE_CHECKING:
@@ -30,13 +34,34 @@ class LegExplanation:
 
 @dataclass(frozen=True, kw_only=True)
 class ResultExplanation:
-    """Why a result is where it is."""
+    """Why a result is where it is.
+
+    Attributes:
+        score: the fused score (the sum of the legs' contributions), plus `boost`.
+        exact: how the result matches the query perfectly (its name is the query: `name`; a
+            quoted phrase or an identifier of the query occurs verbatim: `phrase`,
+            `identifier`), and the term that matched; None when it does not.
+        boost: what the perfect match added to the fused score: above any fused score, so
+            that perfect matches rank first (0 for the others).
+    """
 
     element_id: str
     name: str
     score: float
     decay: float
     legs: Mapping[Leg, LegExplanation]
+    exact: ExactMatch | None = None
+    boost: float = 0.0
+
+    @property
+    def fused(self) -> float:
+        """The fused score alone, without the boost of a perfect match."""
+        return self.score - self.boost if self.boost else self.score
+
+    @property
+    def match_kind(self) -> MatchKind | None:
+        """The kind of perfect match (`name`, `phrase`, `identifier`), or None."""
+        return None if self.exact is None else self.exact.kind
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +86,10 @@ class Explanation:
                     "name": r.name,
                     "score": r.score,
                     "decay": r.decay,
+                    "exact": None
+                    if r.exact is None
+                    else {"kind": r.exact.kind.value, "term": r.exact.term},
+                    "boost": r.boost,
                     "legs": {
                         leg.value: {
                             "raw": e.raw,
@@ -88,6 +117,8 @@ class Explanation:
                     score=r["score"],
                     decay=r["decay"],
                     legs={Leg(leg): LegExplanation(**e) for leg, e in r["legs"].items()},
+                    exact=_exact_from(r.get("exact")),
+                    boost=float(r.get("boost", 0.0)),
                 )
                 for r in data["results"]
             ],
@@ -96,7 +127,7 @@ class Explanation:
     def __str__(self) -> str:
         lines = [self.plan.describe(), ""]
         header = (
-            f"{'#':>2} {'score':>8} {'decay':>5}  "
+            f"{'#':>2} {'score':>8} {'decay':>5} {'exact':<10}  "
             + "  ".join(f"{leg.value:<24}" for leg in Leg)
             + "  element"
         )
@@ -111,12 +142,19 @@ class Explanation:
                     raw = "" if e.raw is None else f"{e.raw:.3f}->"
                     shown = "" if e.score is None else f"{e.score:.3f}"
                     cells.append(f"{f'#{e.rank} {raw}{shown} +{e.contribution:.4f}':<24}")
+            exact = "-" if r.exact is None else r.exact.kind.value
             lines.append(
-                f"{position:>2} {r.score:8.5f} {r.decay:5.3f}  "
+                f"{position:>2} {r.score:8.5f} {r.decay:5.3f} {exact:<10}  "
                 + "  ".join(cells)
                 + f"  {r.name} ({r.element_id})"
             )
         return "\n".join(lines)
+
+
+def _exact_from(data: Mapping[str, Any] | None) -> ExactMatch | None:
+    if data is None:
+        return None
+    return ExactMatch(kind=MatchKind(data["kind"]), term=str(data["term"]))
 
 
 def plan_from_dict(data: Mapping[str, Any]) -> Plan:

@@ -9,6 +9,7 @@ from typing import Any
 
 from connectors.contract.filter_tree import AllOf, FilterNode, describe, pushdown, to_json
 from connectors.contract.records import SearchFilter
+from connectors.contract.selection import StateOrder
 from ontology import element_class, element_types, knowledge_asset_types, relation_spec
 from ontology import relation_types as known_relations
 from uda.config import SearchDefaults
@@ -18,6 +19,7 @@ from uda.query.clearance import Clearance
 from uda.query.contracts import Centrality, SearchRequest, Traverse
 from uda.query.filters import parse_filters
 from uda.query.fusion import Leg
+from uda.query.ordering import describe_order, parse_order
 
 _MATCH_ALL = AllOf(children=())
 
@@ -44,6 +46,7 @@ class Plan:
     graph_candidates: bool
     traverse: Traverse
     max_context_nodes: int
+    order: StateOrder | None = None  # structured retrieval (no query): the rows' order
     vector_connectors: tuple[str, ...] = ()
     text_connectors: tuple[str, ...] = ()
     graph_connectors: tuple[str, ...] = ()
@@ -58,13 +61,22 @@ class Plan:
 
         as_of = "now" if self.as_of is None else f"HLC {self.as_of}"
         filters = describe(self.filter) if self.filter != _MATCH_ALL else ""
+        if self.order is None:
+            asked = f"query: {self.request.query!r}"
+        else:
+            asked = f"structured: order by {describe_order(self.order)}"
         lines = [
-            f"query: {self.request.query!r}  limit={self.request.limit}  as_of={as_of}",
+            f"{asked}  limit={self.request.limit}  as_of={as_of}",
             f"clearance: {', '.join(self.clearance.entries())}",
             f"filters: {filters or 'none'}  element types: {', '.join(self.element_types)}",
-            f"phase 1 dense: {legs(self.vector_connectors)} (pool {self.pool_size}); "
-            f"lexical: {legs(self.text_connectors)}; pushdown: clearance, validity"
-            + (", filters" if self.pushdown.predicates else ""),
+            (
+                f"phase 1 dense: {legs(self.vector_connectors)} (pool {self.pool_size}); "
+                f"lexical: {legs(self.text_connectors)}"
+                if self.order is None
+                else f"select: {self.system_of_record} (keyset pages)"
+            )
+            + "; pushdown: clearance, validity"
+            + (", filters" if self.pushdown.predicates or self.pushdown.tree else ""),
             f"phase 2 graph: {legs(self.graph_connectors)} depth={self.expand_depth} "
             f"traverse={self.traverse} "
             f"relations={', '.join(self.relations) if self.relations else 'all'} "
@@ -107,6 +119,7 @@ class Plan:
             "centrality": self.centrality,
             "graph_candidates": self.graph_candidates,
             "traverse": self.traverse,
+            "order_by": None if self.order is None else describe_order(self.order),
             "connectors": {
                 "vector": list(self.vector_connectors),
                 "text": list(self.text_connectors),
@@ -171,6 +184,7 @@ def make_plan(
             as_of=as_of,
             element_types=types,
             predicates=pushdown(tree),
+            tree=tree,  # held as its own-values bound (SearchFilter.__post_init__)
         ),
         element_types=types,
         pool_size=request.pool_size or max(10 * request.limit, 50),
@@ -186,6 +200,7 @@ def make_plan(
         graph_candidates=request.graph_candidates,
         traverse=request.traverse,
         max_context_nodes=defaults.max_context_nodes,
+        order=None if request.query is not None else parse_order(request.order_by),
         vector_connectors=vector,
         text_connectors=text,
         graph_connectors=graph,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
 from connectors.contract.filter_tree import evaluate
 from connectors.contract.records import ChunkHit, GraphEdge
+from connectors.contract.selection import Keyset
 from connectors.contract.system_of_record import StateClearance, StoredState
 from ontology import element_class
 from uda.config import SearchDefaults
@@ -24,6 +25,7 @@ from uda.errors import MissingCapabilityError, PlanError, UDAError
 from uda.query.clearance import state_visible
 from uda.query.concurrency import all_or_none, together
 from uda.query.contracts import SearchRequest
+from uda.query.cursors import Cursors, Position
 from uda.query.filters.related import Neighbours, read_neighbours
 from uda.query.fusion import (
     Fusion,
@@ -36,9 +38,11 @@ from uda.query.graph_context import (
     context_hops,
     reachable_subgraph,
 )
+from uda.query.ordering import DEFAULT_ORDER
 from uda.query.plan import Plan, make_plan
 from uda.query.ranking import rank
 from uda.query.results import SearchResponse
+from uda.query.structured import select_page, structured_result
 
 T = TypeVar("T")
 
@@ -90,6 +94,7 @@ class Planner:
         self._embedder = embedder
         self._defaults = defaults
         self._fusion: Fusion = ReciprocalRankFusion() if fusion is None else fusion
+        self._cursors: Cursors | None = None
 
     def plan(self, request: SearchRequest) -> Plan:
         """Resolve a request against the profile (validates clearance, filters, types)."""
@@ -103,23 +108,96 @@ class Planner:
         )
 
     async def search(self, request: SearchRequest) -> SearchResponse:
-        """Run the three phases and return the hydrated, ranked results."""
+        """Run the three phases and return the hydrated, ranked results.
+
+        Without a query, a structured retrieval instead: every visible match of the
+        filters, in `order_by` order. Either way a page at a time: `request.cursor` resumes
+        where the page that handed it out ended.
+        """
         plan = self.plan(request)
         started = time.perf_counter()
+        cursors = await self._cursor_keys()
+        fingerprint = cursors.fingerprint(_query_shape(plan))
+        position = None if request.cursor is None else cursors.open(request.cursor, fingerprint)
+        if position is not None:
+            plan = _pinned(plan, position)
+        if plan.order is not None:
+            response = await self._structured(plan, position)
+        else:
+            response = await self._ranked(plan, position)
+        if response.more:
+            response.next_cursor = cursors.seal(
+                await self._next_position(plan, position, response), fingerprint
+            )
+        plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
+        return response
+
+    async def _ranked(self, plan: Plan, position: Position | None) -> SearchResponse:
+        query = plan.request.query or ""
         embedding = await self._timed(
-            plan, "embed", asyncio.to_thread(self._embedder.embed_query, request.query)
+            plan, "embed", asyncio.to_thread(self._embedder.embed_query, query)
         )
         query_vector: list[float] = embedding.tolist()
         phase1 = await self._timed(plan, "phase1", self._phase1(plan, query_vector))
         candidate_ids = sorted({k[0] for k in phase1.semantic} | {k[0] for k in phase1.lexical})
         edges, graph_nodes = await self._timed(plan, "phase2", self._phase2(plan, candidate_ids))
-        response = await self._timed(
+        offset = 0 if position is None else position.offset
+        return await self._timed(
             plan,
             "phase3",
-            self._phase3(plan, query_vector, phase1, candidate_ids, edges, graph_nodes),
+            self._phase3(plan, query_vector, phase1, candidate_ids, edges, graph_nodes, offset),
         )
-        plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
-        return response
+
+    async def _structured(self, plan: Plan, position: Position | None) -> SearchResponse:
+        """One page of a structured retrieval, with the matches' context nodes."""
+        order = plan.order or DEFAULT_ORDER
+        page = await self._timed(
+            plan,
+            "select",
+            select_page(
+                self._sor,
+                plan,
+                order,
+                None if position is None else position.after,
+                visible=lambda state: state_visible(plan.clearance, state),
+                neighbours=lambda ids: self._neighbours(plan, ids),
+                accept=lambda state, related: _eligible(plan, state, related),
+            ),
+        )
+        ids = [state.element_id for state in page.states]
+        edges, graph_nodes = await self._timed(plan, "phase2", self._phase2(plan, ids))
+        states = {state.element_id: state for state in page.states}
+        _, clearances = await self._read_states(plan, [], sorted(graph_nodes - states.keys()))
+        visible = set(states) | {
+            eid for eid, clearance in clearances.items() if state_visible(plan.clearance, clearance)
+        }
+        _, adj = reachable_subgraph(edges, visible, ids, plan.expand_depth, plan.backward_hops)
+        context = await self._context(plan, ids, adj, states)
+        return SearchResponse(
+            plan=plan,
+            ranked=[structured_result(states[eid], context[eid]) for eid in ids],
+            more=page.more,
+        )
+
+    async def _cursor_keys(self) -> Cursors:
+        if self._cursors is None:
+            self._cursors = Cursors(await self._sor.instance_secret())
+        return self._cursors
+
+    async def _next_position(
+        self, plan: Plan, position: Position | None, response: SearchResponse
+    ) -> Position:
+        """Where the page after `response` starts, pinning what the first page read."""
+        if position is None:
+            # The first page read the store as it was: pin its newest stamp, so that later
+            # pages read that same state whatever is written in between (docs/adr/0023).
+            as_of = plan.as_of if plan.as_of is not None else await self._sor.last_hlc()
+            position = Position(as_of=as_of, now_ms=plan.as_of_ms, pool=plan.pool_size)
+        if plan.order is not None:
+            last = response.last_state()
+            after = None if last is None else Keyset.of(plan.order, last)
+            return replace(position, after=after)
+        return replace(position, offset=position.offset + len(response))
 
     @staticmethod
     async def _timed(plan: Plan, phase: str, work: Awaitable[T]) -> T:
@@ -140,7 +218,8 @@ class Planner:
         vector = self._vector if plan.weights.get(Leg.SEMANTIC, 0.0) > 0 else []
         text = self._text if plan.weights.get(Leg.LEXICAL, 0.0) > 0 else []
         vector_calls = [c.vector_search(embedding, k, plan.pushdown) for c in vector]
-        text_calls = [c.text_search(plan.request.query, k, plan.pushdown) for c in text]
+        query = plan.request.query or ""
+        text_calls = [c.text_search(query, k, plan.pushdown) for c in text]
         results = await together([*vector_calls, *text_calls])
         out = _Phase1()
         for hits in results[: len(vector_calls)]:
@@ -180,6 +259,7 @@ class Planner:
         candidate_ids: Sequence[str],
         edges: Sequence[GraphEdge],
         graph_nodes: set[str],
+        offset: int = 0,
     ) -> SearchResponse:
         """Clearance, eligibility, graph candidates, decay, centrality, fusion, context.
 
@@ -208,10 +288,14 @@ class Planner:
         evidence = rank(
             plan, self._fusion, candidates, states, semantic_raw, lexical_raw, seen_edges, adj
         )
-        ordered = evidence.best(candidates, plan.request.limit)
+        # A later page is a slice of the same ranking: same pool, same stamp, same clock.
+        end = offset + plan.request.limit
+        ordered = evidence.best(candidates, end)[offset:]
         context = await self._context(plan, ordered, adj, states)
         return SearchResponse(
-            plan=plan, ranked=[evidence.result(states[eid], context[eid]) for eid in ordered]
+            plan=plan,
+            ranked=[evidence.result(states[eid], context[eid]) for eid in ordered],
+            more=len(candidates) > end,
         )
 
     async def _neighbours(self, plan: Plan, element_ids: Sequence[str]) -> Neighbours:
@@ -389,6 +473,29 @@ def _hops_still_visible(
         else:
             kept.append(hop)
     return kept
+
+
+def _query_shape(plan: Plan) -> dict[str, object]:
+    """Everything that shapes the answer but the page size: what a cursor is bound to.
+
+    The clearance is the resolved one (the HTTP service narrows a caller's request to its
+    grant), so a cursor replayed under another clearance is refused.
+    """
+    request = plan.request.model_dump(mode="json", exclude={"limit", "cursor", "clearance_scope"})
+    return {"request": request, "clearance": plan.clearance.entries()}
+
+
+def _pinned(plan: Plan, position: Position) -> Plan:
+    """The plan of a later page: the first page's stamp, decay clock and ranked pool."""
+    pool = plan.pool_size if position.pool is None else position.pool
+    return replace(
+        plan,
+        as_of=position.as_of,
+        as_of_ms=position.now_ms,
+        pool_size=pool,
+        pushdown=replace(plan.pushdown, as_of=position.as_of),
+        timings_ms={},
+    )
 
 
 def _eligible(plan: Plan, state: StoredState, neighbours: Neighbours) -> bool:

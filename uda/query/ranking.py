@@ -3,7 +3,9 @@
 Pure functions over what phase 3 has read (no I/O): every leg's raw scores are decayed
 before they are ranked (ADR 4), the centrality leg is degree or PageRank over the visible
 subgraph, and the fusion (`uda.query.fusion.Fusion`, RRF by default) turns ranks into
-scores. `Evidence` keeps every leg's figures for `explain()`.
+scores. Perfect matches (`uda.query.exact`: the name equals the query, or a quoted phrase or
+an identifier of the query occurs verbatim) then get a boost above any fused score, so they
+rank first. `Evidence` keeps every leg's figures, and the match, for `explain()`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 
 from connectors.contract.records import GraphEdge
 from connectors.contract.system_of_record import StoredState
+from uda.query.exact import ExactMatch, ExactQuery, exact_boost
 from uda.query.fusion import (
     SECONDS_PER_DAY,
     Fusion,
@@ -44,10 +47,16 @@ class Evidence:
     centrality: Mapping[str, float]
     ranks: Mapping[Leg, Mapping[str, int]]
     contributions: Mapping[str, Mapping[Leg, float]]
-    scores: Mapping[str, float]
+    scores: Mapping[str, float]  # fused, plus the boost of a perfect match
+    matches: Mapping[str, ExactMatch]  # the perfect matches
+    boost: float  # what a perfect match adds to its fused score
 
     def best(self, candidates: Sequence[str], limit: int) -> list[str]:
-        """The `limit` best candidates, by fused score, then element id (deterministic)."""
+        """The `limit` best candidates, by score, then element id (deterministic).
+
+        A perfect match's score is its fused score plus `boost`, which is above every fused
+        score: perfect matches come first, in the order of their fused scores.
+        """
         return sorted(candidates, key=lambda eid: (-self.scores[eid], eid))[:limit]
 
     def result(
@@ -70,6 +79,8 @@ class Evidence:
             ranks={leg: r[eid] for leg, r in self.ranks.items() if eid in r},
             contributions=self.contributions.get(eid, {}),
             context=context,
+            exact=self.matches.get(eid),
+            boost=self.boost if eid in self.matches else 0.0,
         )
 
 
@@ -83,7 +94,11 @@ def rank(
     seen_edges: Sequence[GraphEdge],
     adj: Adjacency,
 ) -> Evidence:
-    """Decay each leg's raw scores, rank every leg, and fuse the ranks into scores."""
+    """Decay each leg's raw scores, rank every leg, fuse the ranks, boost perfect matches.
+
+    Perfect matches are looked for among `candidates` only, which phase 3 has already
+    cleared: a match never brings in anything the caller may not see.
+    """
     decay = {eid: _decay(plan, states[eid]) for eid in candidates}
     semantic = _decayed(semantic_raw, decay, candidates)
     lexical = _decayed(lexical_raw, decay, candidates)
@@ -95,6 +110,9 @@ def rank(
         Leg.CENTRALITY: centrality_ranks(centrality, semantic_ranks),
     }
     contributions = fusion.contributions(ranks, plan.weights)
+    fused = {eid: sum(contributions.get(eid, {}).values()) for eid in candidates}
+    matches = _perfect_matches(plan, candidates, states, semantic_raw, lexical_raw)
+    boost = exact_boost(fusion, plan.weights, fused.values()) if matches else 0.0
     return Evidence(
         semantic_raw=semantic_raw,
         lexical_raw=lexical_raw,
@@ -104,8 +122,28 @@ def rank(
         centrality=centrality,
         ranks=ranks,
         contributions=contributions,
-        scores={eid: sum(contributions.get(eid, {}).values()) for eid in candidates},
+        scores={eid: fused[eid] + boost if eid in matches else fused[eid] for eid in candidates},
+        matches=matches,
+        boost=boost,
     )
+
+
+def _perfect_matches(
+    plan: Plan,
+    candidates: Sequence[str],
+    states: Mapping[str, StoredState],
+    semantic_raw: Mapping[str, tuple[float, str]],
+    lexical_raw: Mapping[str, tuple[float, str]],
+) -> dict[str, ExactMatch]:
+    """The candidates that match the query perfectly: by name, or in a leg's best chunk."""
+    exact = ExactQuery.of(plan.request.query)
+    out: dict[str, ExactMatch] = {}
+    for eid in candidates:
+        texts = [raw[eid][1] for raw in (semantic_raw, lexical_raw) if eid in raw]
+        found = exact.match(states[eid].name, texts)
+        if found is not None:
+            out[eid] = found
+    return out
 
 
 def _decayed(

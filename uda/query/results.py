@@ -24,6 +24,7 @@ from uda.query.fusion import Leg
 from uda.query.rows import RankedResult, Rows, StateKey, record_batch
 
 if TYPE_CHECKING:
+    from connectors.contract.system_of_record import StoredState
     from uda.query.plan import Plan
 
 
@@ -127,7 +128,14 @@ def typed_element(row: Mapping[str, Any], known: dict[StateKey, Element] | None 
 
 
 class ResultViews(ABC):
-    """Every view of a response, derived from its one primitive, `to_batches()`."""
+    """Every view of a response, derived from its one primitive, `to_batches()`.
+
+    Attributes:
+        next_cursor: pass it back as `cursor` (with the same request) for the next page;
+            None on the last page.
+    """
+
+    next_cursor: str | None = None
 
     @abstractmethod
     def to_batches(self) -> pa.RecordBatchReader:
@@ -179,10 +187,17 @@ class ResultViews(ABC):
 class SearchResponse(ResultViews):
     """The answer to one search, as the planner produced it."""
 
-    def __init__(self, *, plan: Plan, ranked: Sequence[RankedResult]) -> None:
+    def __init__(self, *, plan: Plan, ranked: Sequence[RankedResult], more: bool = False) -> None:
         self.plan = plan
         self._ranked = list(ranked)
         self._builder = Rows()
+        self.more = more
+        """Whether another page follows (the planner then sets `next_cursor`)."""
+        self.next_cursor = None
+
+    def last_state(self) -> StoredState | None:
+        """The state of the page's last result (where a structured next page starts)."""
+        return self._ranked[-1].state if self._ranked else None
 
     def __len__(self) -> int:
         return len(self._ranked)
@@ -225,6 +240,8 @@ class SearchResponse(ResultViews):
                     name=r.state.name,
                     score=r.score,
                     decay=r.decay,
+                    exact=r.exact,
+                    boost=r.boost,
                     legs={
                         leg: LegExplanation(
                             raw=raws[leg] if leg is not Leg.CENTRALITY else None,
@@ -253,9 +270,15 @@ class ArrowResponse(ResultViews):
         explanation: `Explanation.to_dict()` output, or None when none came with the table.
     """
 
-    def __init__(self, table: pa.Table, explanation: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        table: pa.Table,
+        explanation: Mapping[str, Any] | None = None,
+        next_cursor: str | None = None,
+    ) -> None:
         self._table = table
         self._explanation = explanation
+        self.next_cursor = next_cursor
 
     def to_batches(self) -> pa.RecordBatchReader:
         """The results as Arrow record batches in `ontology.result_schema()`."""

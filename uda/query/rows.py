@@ -22,6 +22,7 @@ import pyarrow as pa
 from connectors.contract.system_of_record import LazyJSON, StoredState
 from ontology import Element, Sensitivity, element_class, result_schema
 from ontology.arrow import BASE_FIELDS, property_names
+from uda.query.exact import ExactMatch
 from uda.query.fusion import Leg
 from uda.query.graph_context import ContextHop
 
@@ -50,6 +51,8 @@ class RankedResult:
     ranks: Mapping[Leg, int]
     contributions: Mapping[Leg, float]
     context: Context = field(default_factory=list[tuple[ContextHop, StoredState]])
+    exact: ExactMatch | None = None  # how it matches the query perfectly (uda.query.exact)
+    boost: float = 0.0  # what that added to its fused score
 
 
 def _plain(value: Any) -> Any:
