@@ -221,6 +221,14 @@ def _structured_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
             2.0,
             True,
         ),
+        (
+            "aggregate: count by month",
+            "aggregate_month_p50_100k_embedded",
+            "p50 ms of a count by month of every visible asset, 100k chunks (embedded)",
+            "wall_p50_ms",
+            100.0,
+            False,
+        ),
     )
     for method, target_id, description, key, goal, any_size in wanted:
         row = next((r for r in found if r["method"] == method and params(r, "size") == size), None)

@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, Literal
 
+from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import MissingCapabilityError
 from connectors.contract.records import (
     ChunkHit,
@@ -22,6 +23,7 @@ from connectors.contract.records import (
     SearchFilter,
     Subgraph,
 )
+from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import (
     OutboxItem,
@@ -214,6 +216,20 @@ class RelationalCapable(ABC):
         `fetch` returns it.
         """
 
+    async def save_queries(self, rows: Sequence[SavedQueryRow], older_than_ms: int) -> None:
+        """Keep these queries and forget those created before `older_than_ms` (0: none).
+
+        One transaction; ids are unique, so nothing is replaced. This default keeps nothing:
+        a store that persists nothing cannot be asked for a saved query later (`load_query`
+        then finds none).
+        """
+        del rows, older_than_ms
+
+    async def load_query(self, query_id: str) -> SavedQueryRow | None:
+        """The saved query with this id, or None."""
+        del query_id
+        return None
+
     async def instance_secret(self) -> bytes:
         """A random 32-byte secret, made once per store and the same for all its clients.
 
@@ -280,6 +296,15 @@ class RelationalCapable(ABC):
 
         The next drain re-sends them, exactly as after an interrupted write (repair).
         """
+
+    async def aggregate_states(self, aggregation: StateAggregation) -> StateAggregates | None:
+        """Counts (and a metric) by group, in one statement (`connectors.contract.aggregation`).
+
+        None when the store cannot answer exactly what the planner's reference would count;
+        the planner then counts in Python. This default always says None.
+        """
+        del aggregation
+        return None
 
 
 def system_of_record(connectors: Iterable[Connector]) -> RelationalCapable:

@@ -24,9 +24,19 @@ from uda.embedder import Embedder, SentenceTransformerEmbedder
 from uda.errors import ConfigError, MissingCapabilityError
 from uda.facade import SyncFacade
 from uda.hlc import HybridLogicalClock
+from uda.query import discovery
+from uda.query import export as exporting
+from uda.query.aggregates import (
+    AggregateOptions,
+    AggregateRequest,
+    AggregateResponse,
+    aggregate_request,
+)
+from uda.query.aggregates.engine import Aggregator
 from uda.query.contracts import SearchOptions, SearchRequest, search_request
 from uda.query.planner import Planner
 from uda.query.results import SearchResponse
+from uda.query.saved import SavedQuery
 from uda.write import consistency
 from uda.write.consistency import ConsistencyReport, RepairReport
 from uda.write.ingest import SourceIngestReport, SourceOptions, ingest_source
@@ -99,6 +109,8 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Close every connector (persisting what they keep in memory). Idempotent."""
+        if self._planner is not None:
+            await self._planner.close()  # the queries still being saved
         connectors, self._connectors = self._connectors, []
         self._planner = None
         self._writer = None
@@ -148,18 +160,54 @@ class AsyncClient:
         request = search_request(query, limit, clearance_scope, context_filters, **options)
         return await self.run(request)
 
-    async def run(self, request: SearchRequest) -> SearchResponse:
+    async def run(self, request: SearchRequest, *, owner: str | None = None) -> SearchResponse:
         """Answer one validated search request.
 
         The core of every search: `search` builds a request and calls this, the HTTP service
-        and the agent tools pass theirs here directly, so a request is validated once.
+        and the agent tools pass theirs here directly, so a request is validated once. A
+        first page is saved under its `query_id` (`owner`: who asked, for the HTTP service).
 
         Raises:
             UserError: what only the profile can judge (an unknown filter field, element
                 type, relation or clearance entry), naming the field and the value.
         """
         planner, _ = self._require()
-        return await planner.search(request)
+        return await planner.search(request, owner=owner)
+
+    async def saved_query(self, query_id: str, *, owner: str | None = None) -> SavedQuery:
+        """A saved query as it was asked: its request, resolved clearance and stamp.
+
+        Raises:
+            QueryNotFoundError: no saved query `query_id` (of `owner`, when given).
+        """
+        planner, _ = self._require()
+        return await planner.saved_query(query_id, owner)
+
+    async def rerun(
+        self,
+        query_id: str,
+        *,
+        cursor: str | None = None,
+        limit: int | None = None,
+        owner: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+    ) -> SearchResponse:
+        """A saved query answered again: its first page as it was, or the page `cursor` names.
+
+        Works after a restart and from any client of the same store.
+
+        Raises:
+            QueryNotFoundError: no saved query `query_id` (of `owner`, when given).
+            InvalidRequestError: a cursor of another query.
+        """
+        planner, _ = self._require()
+        return await planner.rerun(
+            query_id,
+            owner=owner,
+            cursor=cursor,
+            limit=limit,
+            clearance_scope=None if clearance_scope is None else list(clearance_scope),
+        )
 
     async def ingest(
         self, elements: Iterable[ElementInput] = (), relations: Iterable[RelationInput] = ()
@@ -224,6 +272,76 @@ class AsyncClient:
         """
         return await ingest_source(self, path, **options)
 
+    async def export(
+        self,
+        query: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        *,
+        format: str = "arrow",
+        sink: exporting.Sink,
+        max_rows: int = exporting.DEFAULT_MAX_ROWS,
+        page_size: int = exporting.PAGE_ROWS,
+        progress: exporting.Progress | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> exporting.ExportReport:
+        """Write every match of a search to `sink` as `arrow`, `parquet` or `csv`, page by page.
+
+        The request is `search`'s; without a query, every visible match of the filters in
+        `order_by` order, else the ranking of a pool of 1,000 (or `pool_size`). At most
+        `max_rows` rows; the report says how many were written and whether more matched.
+        Memory holds one page (`page_size` rows) at a time; `progress(rows)` runs after each.
+
+        Raises:
+            UserError: a bad request, format or `max_rows`, naming the field.
+        """
+        request = search_request(query, page_size, clearance_scope, context_filters, **options)
+        return await exporting.export_to(
+            self.run, request, format=format, sink=sink, max_rows=max_rows, progress=progress
+        )
+
+    async def fields(
+        self,
+        prefix: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        *,
+        values: bool = True,
+    ) -> list[discovery.FilterPath]:
+        """Every filterable path starting with `prefix`: own fields and relation paths.
+
+        Each with its type, operators and whether `order_by` takes it, and (`values`) the
+        values the clearance may see with their counts, for paths with few distinct ones.
+        No clearance means `public` only; an unknown prefix lists nothing.
+        """
+        sor = self._system_of_record()
+        return await discovery.describe_paths(sor, clearance_scope, prefix, values=values)
+
+    async def operators(self) -> discovery.Operators:
+        """The filter operators each field type takes, and what each means."""
+        return discovery.operators()
+
+    async def aggregate(
+        self,
+        query: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        **options: Unpack[AggregateOptions],
+    ) -> AggregateResponse:
+        """Count the visible matches by group; see `AggregateRequest` (docs/adr/0024).
+
+        No clearance means `public` only. Raises `UserError` naming a bad field.
+        """
+        request = aggregate_request(query, clearance_scope, context_filters, **options)
+        return await self.run_aggregate(request)
+
+    async def run_aggregate(
+        self, request: AggregateRequest, *, pushdown: bool = True
+    ) -> AggregateResponse:
+        """Answer one validated aggregate (`pushdown=False`: always the Python reference)."""
+        planner, _ = self._require()
+        aggregator = Aggregator(planner=planner, connectors=self._connectors, pushdown=pushdown)
+        return await aggregator.aggregate(request)
+
 
 class Client(SyncFacade[AsyncClient, SearchResponse]):
     """The synchronous client: the same operations as `AsyncClient`, blocking."""
@@ -240,6 +358,12 @@ class Client(SyncFacade[AsyncClient, SearchResponse]):
     def profile(self) -> Profile:
         """The resolved profile."""
         return self._async.profile
+
+    def rerun(
+        self, query_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> SearchResponse:
+        """A saved query answered again; see `AsyncClient.rerun`."""
+        return self._call(self._async.rerun(query_id, cursor=cursor, limit=limit))
 
     def delete(self, element_ids: Iterable[str]) -> IngestReport:
         """Tombstone elements; see `AsyncClient.delete`."""
@@ -273,6 +397,23 @@ class Client(SyncFacade[AsyncClient, SearchResponse]):
         `progress` runs on the client's background thread, while this call blocks.
         """
         return self._call(self._async.ingest_source(path, **options))
+
+    def aggregate(
+        self,
+        query: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        **options: Unpack[AggregateOptions],
+    ) -> AggregateResponse:
+        """Count the visible matches by group; see `AsyncClient.aggregate`."""
+        request = aggregate_request(query, clearance_scope, context_filters, **options)
+        return self.run_aggregate(request)
+
+    def run_aggregate(
+        self, request: AggregateRequest, *, pushdown: bool = True
+    ) -> AggregateResponse:
+        """Answer one validated aggregate; see `AsyncClient.run_aggregate`."""
+        return self._call(self._async.run_aggregate(request, pushdown=pushdown))
 
 
 @overload

@@ -4,8 +4,8 @@
 `AsyncRemoteClient`. The loop runs in a daemon thread, so a blocking call works the same from
 a script, from several threads and from inside a running loop (a notebook), where
 `asyncio.run` cannot; and each operation is written once, on the async client. What both
-twins offer (`search`, `run`, `ingest`) is forwarded here; a facade adds the rest, each
-method one `_call` of the twin's method of the same name.
+twins offer (`search`, `run`, `ingest`, `export`, `fields`, `operators`) is forwarded here; a
+facade adds the rest, each method one `_call` of the twin's method of the same name.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar, Unpack
 
 from uda.query.contracts import SearchOptions, SearchRequest, search_request
+from uda.query.export import DEFAULT_MAX_ROWS, PAGE_ROWS
 
 if TYPE_CHECKING:
+    from uda.query.discovery import FilterPath, Operators
+    from uda.query.export import ExportReport, Progress, Sink
     from uda.write.validation import ElementInput, RelationInput
     from uda.write.writer import IngestReport
 
@@ -41,6 +44,36 @@ class AsyncTwin(Protocol):
 
     async def close(self) -> None:
         """Release what the client holds."""
+        ...
+
+    async def export(
+        self,
+        query: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        *,
+        format: str = "arrow",
+        sink: Sink,
+        max_rows: int = ...,
+        page_size: int = ...,
+        progress: Progress | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> ExportReport:
+        """Write every match of a search to a sink."""
+        ...
+
+    async def fields(
+        self,
+        prefix: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        *,
+        values: bool = True,
+    ) -> list[FilterPath]:
+        """The filterable paths, with their visible values."""
+        ...
+
+    async def operators(self) -> Operators:
+        """The filter operators by field type."""
         ...
 
 
@@ -113,3 +146,48 @@ class SyncFacade(Generic[TwinT, ResponseT]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def export(
+        self,
+        query: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        *,
+        format: str = "arrow",
+        sink: Sink,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        page_size: int = PAGE_ROWS,
+        progress: Progress | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> ExportReport:
+        """Write every match of a search to `sink`; see `uda.AsyncClient.export`.
+
+        `progress` runs on the client's background thread, while this call blocks.
+        """
+        return self._call(
+            self._async.export(
+                query,
+                clearance_scope,
+                context_filters,
+                format=format,
+                sink=sink,
+                max_rows=max_rows,
+                page_size=page_size,
+                progress=progress,
+                **options,
+            )
+        )
+
+    def fields(
+        self,
+        prefix: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        *,
+        values: bool = True,
+    ) -> list[FilterPath]:
+        """The filterable paths with their visible values; see `uda.AsyncClient.fields`."""
+        return self._call(self._async.fields(prefix, clearance_scope, values=values))
+
+    def operators(self) -> Operators:
+        """The filter operators by field type; see `uda.AsyncClient.operators`."""
+        return self._call(self._async.operators())

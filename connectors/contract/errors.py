@@ -27,6 +27,10 @@ class InvalidRequestError(UserError):
     """A search request field is out of its bounds or malformed."""
 
 
+class InvalidAggregateError(InvalidRequestError):
+    """An aggregate's group key, time or metric names no field it can use (with a suggestion)."""
+
+
 class UnknownClearanceError(UserError):
     """A clearance entry is neither a sensitivity level nor `project:<name>` / `project:*`."""
 
@@ -53,6 +57,10 @@ class MissingElementError(UserError):
 
 class UnknownConnectorError(UserError):
     """A connector name that no registry entry or entry point provides."""
+
+
+class QueryNotFoundError(UserError):
+    """No saved query with this id that the caller made (HTTP 404, like a missing one)."""
 
 
 class MissingCapabilityError(UserError):
@@ -87,11 +95,13 @@ __all__ = [
     "ClockSkewError",
     "ConfigError",
     "ConnectorError",
+    "InvalidAggregateError",
     "InvalidElementError",
     "InvalidRequestError",
     "MissingCapabilityError",
     "MissingElementError",
     "PlanError",
+    "QueryNotFoundError",
     "UDAError",
     "UnknownClearanceError",
     "UnknownConnectorError",

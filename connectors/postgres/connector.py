@@ -23,8 +23,10 @@ from typing import Literal
 from psycopg.types.json import Jsonb
 
 from connectors.base import RelationalCapable
+from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import ConnectorError, UserError
 from connectors.contract.records import ChunkRecord, GraphEdge
+from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import (
     OutboxItem,
@@ -37,6 +39,7 @@ from connectors.contract.system_of_record import (
     state_from_row,
     state_values,
 )
+from connectors.postgres import aggregation as postgres_aggregation
 from connectors.postgres import sql as q
 from connectors.postgres import values as pv
 from connectors.postgres.lexical import PostgresTextLeg
@@ -130,6 +133,50 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         sql, params = select_sql(selection)
         rows = await self._select(sql, params)
         return [state_from_row(row) for row in rows]
+
+    async def save_queries(self, rows: Sequence[SavedQueryRow], older_than_ms: int) -> None:
+        """Keep these queries and forget those created before `older_than_ms`, at once."""
+        kept = [r for r in rows if q.storable(r.query_id) and q.storable(r.body)]
+        async with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            if kept:
+                await cur.executemany(
+                    "INSERT INTO saved_queries (query_id, owner, created_ms, body, embedding) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    [
+                        (
+                            r.query_id,
+                            r.owner if r.owner is None or q.storable(r.owner) else None,
+                            r.created_ms,
+                            r.body,
+                            r.embedding,
+                        )
+                        for r in kept
+                    ],
+                )
+            if older_than_ms:
+                await cur.execute(
+                    "DELETE FROM saved_queries WHERE created_ms < %s", (older_than_ms,)
+                )
+
+    async def load_query(self, query_id: str) -> SavedQueryRow | None:
+        """The saved query with this id, or None."""
+        if not q.storable(query_id):
+            return None
+        rows = await self._select(
+            "SELECT query_id, owner, created_ms, body, embedding FROM saved_queries "
+            "WHERE query_id = %(id)s",
+            {"id": query_id},
+        )
+        if not rows:
+            return None
+        qid, owner, created_ms, body, embedding = rows[0]
+        return SavedQueryRow(
+            query_id=qid,
+            owner=owner,
+            created_ms=created_ms,
+            body=body,
+            embedding=None if embedding is None else bytes(embedding),
+        )
 
     async def instance_secret(self) -> bytes:
         """The store's random secret, made by the first caller and kept in `secrets`."""
@@ -252,3 +299,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         if not q.storable(store):
             raise UserError("PostgreSQL cannot store this store name", field="store", value=store)
         await self._write_many(q.INSERT_OUTBOX, [(store, kind, json.dumps(list(k))) for k in keys])
+
+    async def aggregate_states(self, aggregation: StateAggregation) -> StateAggregates | None:
+        """Counts by group in one statement, or None (`connectors.postgres.aggregation`)."""
+        return await postgres_aggregation.aggregate_states(self._select, aggregation)

@@ -80,6 +80,14 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_store ON outbox (store, seq);
 CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS secrets (key text PRIMARY KEY, value bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS saved_queries (
+    query_id text PRIMARY KEY,
+    owner text,
+    created_ms bigint NOT NULL,
+    body text NOT NULL,
+    embedding bytea
+);
+CREATE INDEX IF NOT EXISTS saved_queries_created ON saved_queries (created_ms);
 
 CREATE TABLE IF NOT EXISTS vector_chunks (
     chunk_id text PRIMARY KEY,

@@ -21,8 +21,10 @@ import numpy as np
 
 from connectors.analyzer import query_terms
 from connectors.base import Connector, RelationalCapable, TextCapable
+from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import ConnectorError
 from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
+from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import (
     OutboxItem,
@@ -36,6 +38,7 @@ from connectors.contract.system_of_record import (
     state_values,
 )
 from connectors.sql_filters import compile_filter
+from connectors.sqlite import aggregation as sqlite_aggregation
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connections import SQLiteConnections
 from connectors.sqlite.schema import (
@@ -79,16 +82,21 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         # Our own worker threads, so that close() can wait for the calls still running: a
         # caller whose task was cancelled leaves its thread using a connection.
         self._executor: ThreadPoolExecutor | None = None
+        # Set while close() waits for the running calls: a call that starts then would open
+        # a new worker on connections about to be closed under it.
+        self._closing = False
 
     # -- lifecycle ------------------------------------------------------------------------
     async def connect(self) -> None:
         """Create the file and the schema if missing."""
         if self._db.is_open:
             return
+        self._closing = False
         await self._run(lambda: self._db.open(_set_up))
 
     async def close(self) -> None:
         """Close every connection, once the calls still running in worker threads are done."""
+        self._closing = True
         executor, self._executor = self._executor, None
         if executor is not None:
             await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
@@ -102,6 +110,8 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         return self._db.transaction()
 
     async def _run(self, fn: Callable[[], T]) -> T:
+        if self._closing:
+            raise ConnectorError(self.name, "closed: call connect() first")
         if self._executor is None:
             self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="uda-sqlite")
         try:
@@ -190,6 +200,34 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         sql, params = select_sql(selection)
         rows = await self._select(sql, params)
         return [state_from_row(row) for row in rows]
+
+    async def save_queries(self, rows: Sequence[SavedQueryRow], older_than_ms: int) -> None:
+        """Keep these queries and forget those created before `older_than_ms`, at once."""
+
+        def write() -> None:
+            with self._transaction() as conn:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO saved_queries VALUES (?, ?, ?, ?, ?)",
+                    [(r.query_id, r.owner, r.created_ms, r.body, r.embedding) for r in rows],
+                )
+                if older_than_ms:
+                    conn.execute("DELETE FROM saved_queries WHERE created_ms < ?", (older_than_ms,))
+
+        await self._run(write)
+
+    async def load_query(self, query_id: str) -> SavedQueryRow | None:
+        """The saved query with this id, or None."""
+        rows = await self._select(
+            "SELECT query_id, owner, created_ms, body, embedding FROM saved_queries "
+            "WHERE query_id = ?",
+            (query_id,),
+        )
+        if not rows:
+            return None
+        qid, owner, created_ms, body, embedding = rows[0]
+        return SavedQueryRow(
+            query_id=qid, owner=owner, created_ms=created_ms, body=body, embedding=embedding
+        )
 
     async def instance_secret(self) -> bytes:
         """The store's random secret, made by the first caller and kept in `meta`."""
@@ -401,6 +439,11 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
             cache.clear()
         cache[key] = (version, int(n_docs), float(avg_len or 0.0))
         return int(n_docs), float(avg_len or 0.0)
+
+    # -- aggregates -------------------------------------------------------------------------
+    async def aggregate_states(self, aggregation: StateAggregation) -> StateAggregates | None:
+        """Counts by group in one statement, or None (`connectors.sqlite.aggregation`)."""
+        return await sqlite_aggregation.aggregate_states(self._select, aggregation)
 
 
 def _embedding_blob(embedding: Sequence[float]) -> bytes:

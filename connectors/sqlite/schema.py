@@ -35,6 +35,13 @@ CREATE TABLE IF NOT EXISTS states (
 CREATE INDEX IF NOT EXISTS states_clearance
     ON states (element_id, valid_to, hlc, sensitivity_rank, scope, tombstone);
 DROP INDEX IF EXISTS states_current;
+-- Aggregates (connectors/sqlite/aggregation.py): current live states by type and clearance,
+-- with their timestamp, so that "count by month" reads this index only. Partial on a condition
+-- only that statement states (`sensitivity_rank >= 0`), so that no other query is tempted by
+-- it (a lookup per row would make a structured retrieval several times slower).
+CREATE INDEX IF NOT EXISTS states_aggregate
+    ON states (element_type, sensitivity_rank, scope, timestamp_ms, valid_to, tombstone)
+    WHERE valid_to = 9223372036854775807 AND tombstone = 0 AND sensitivity_rank >= 0;
 CREATE TABLE IF NOT EXISTS chunks (
     chunk_id TEXT PRIMARY KEY,
     element_id TEXT NOT NULL,
@@ -61,6 +68,14 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_store ON outbox (store, seq);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS saved_queries (
+    query_id TEXT PRIMARY KEY,
+    owner TEXT,
+    created_ms INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    embedding BLOB
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS saved_queries_created ON saved_queries (created_ms);
 CREATE TABLE IF NOT EXISTS text_chunks (
     rowid INTEGER PRIMARY KEY,
     chunk_id TEXT NOT NULL UNIQUE,

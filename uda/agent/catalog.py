@@ -7,12 +7,22 @@ tool once, with the description the model reads and the models of its arguments 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from uda.agent import tools
+from uda.agent import aggregate as aggregation
+from uda.agent import data_tools, tools
+from uda.agent.aggregate import AggregateAnswer, AggregateArgs
+from uda.agent.data_models import (
+    DiscoverPathsArgs,
+    ExportAnswer,
+    ExportArgs,
+    FilterPathsAnswer,
+    OperatorsAnswer,
+    OperatorsArgs,
+)
 from uda.agent.deps import UDADeps
 from uda.agent.models import (
     AutoSearchArgs,
@@ -48,6 +58,7 @@ class ToolSpec(Generic[A, R]):
     args_model: type[A]
     result_model: type[R]
     run: Callable[[UDADeps, A], Awaitable[R]]
+    writes_files: bool = False  # only into the deployment's export folder (`export_query`)
 
 
 def _spec_of(
@@ -152,6 +163,33 @@ TOOLS: tuple[ToolSpec[Any, Any], ...] = (
         FilterFieldsAnswer,
         "List the fields search filters may use, with their types, allowed values and "
         "operators, and the filter syntax. Call before filtering.",
+    ),
+    _spec_of(aggregation.aggregate, AggregateArgs, AggregateAnswer, aggregation.DESCRIPTION),
+    _spec_of(
+        data_tools.discover_filter_paths,
+        DiscoverPathsArgs,
+        FilterPathsAnswer,
+        "List every path filters and where may name, relation paths included (partOf.name, "
+        "~governedBy.status), with its type, valid operators, whether order_by takes it and, "
+        "for paths with few values, the values you may see with their counts.",
+    ),
+    _spec_of(
+        data_tools.get_valid_operators,
+        OperatorsArgs,
+        OperatorsAnswer,
+        "List the filter operators each field type takes and what each means, or those of "
+        "one path.",
+    ),
+    replace(
+        _spec_of(
+            data_tools.export_query,
+            ExportArgs,
+            ExportAnswer,
+            "Write every match of an earlier search or find_elements (by query_id, up to "
+            "max_rows) to a CSV, Parquet or Arrow file in the deployment's export folder; "
+            "refused where no export folder is configured.",
+        ),
+        writes_files=True,
     ),
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -17,6 +18,8 @@ from uda.query.clearance import Clearance
 from uda.query.contracts import search_request
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from uda.query.contracts import SearchOptions, SearchRequest, SearchResult
     from uda.query.explanation import Explanation
 
@@ -36,6 +39,10 @@ class SearchResponse(Protocol):
     @property
     def next_cursor(self) -> str | None:
         """The next page's cursor (None on the last page)."""
+        ...
+
+    def to_batches(self) -> pa.RecordBatchReader:
+        """The results as Arrow batches (what an export writes)."""
         ...
 
 
@@ -70,6 +77,8 @@ class UDADeps:
             entry is the deployment's mistake, not something a model could fix.
         conversation: the conversation's searches (query ids, results); one per
             conversation.
+        export_dir: the one folder `export_query` may write files into (None: exports are
+            refused). The model names a file, never a folder.
     """
 
     client: Searcher
@@ -77,6 +86,7 @@ class UDADeps:
     # Not named `state`: pydantic-ai's UI adapters write a front end's shared state into a
     # deps attribute of that name (their `StateHandler` protocol).
     conversation: ConversationState = field(default_factory=ConversationState)
+    export_dir: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.clearance_scope, str):
@@ -108,4 +118,15 @@ class UDADeps:
         if inspect.iscoroutinefunction(client.run):
             return await cast("AsyncSearcher", client).run(request)
         # A blocking client must not stall the agent's event loop (and its other tool calls).
+        return await asyncio.to_thread(cast("SyncSearcher", client).run, request)
+
+    async def run(self, request: SearchRequest) -> SearchResponse:
+        """Answer a whole request (an export's pages) with this caller's clearance, always.
+
+        Whatever clearance `request` carries is replaced by the deps' own.
+        """
+        request = request.model_copy(update={"clearance_scope": list(self.clearance)})
+        client = self.client
+        if inspect.iscoroutinefunction(client.run):
+            return await cast("AsyncSearcher", client).run(request)
         return await asyncio.to_thread(cast("SyncSearcher", client).run, request)

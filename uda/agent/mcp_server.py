@@ -1,7 +1,8 @@
 """`uda mcp`: the agent tools as a read-only MCP server over stdio.
 
 The server offers the tools of `uda.agent.catalog.TOOLS` — the same names, descriptions
-and argument schemas as the pydantic-ai toolset — and nothing that writes. The clearance
+and argument schemas as the pydantic-ai toolset — and nothing that writes to the stores
+(`export_query` writes a new file, and only with `--export-dir`, only there). The clearance
 is fixed when the server starts (`--clearance`, default `public`): MCP clients are
 whatever the user plugged in, so no tool argument may carry or widen it; arguments are
 validated with `extra="forbid"` and an unknown field is an error result, not ignored.
@@ -52,7 +53,11 @@ def _validation_message(name: str, exc: Exception) -> str:
 
 
 def build_mcp_server(
-    client: Searcher, clearance_scope: Sequence[str] = DEFAULT_CLEARANCE, *, name: str = "uda"
+    client: Searcher,
+    clearance_scope: Sequence[str] = DEFAULT_CLEARANCE,
+    *,
+    name: str = "uda",
+    export_dir: str | os.PathLike[str] | None = None,
 ) -> Server[Any]:
     """An MCP server offering the read-only UDA tools over `client`, at a fixed clearance.
 
@@ -60,6 +65,8 @@ def build_mcp_server(
         client: a `uda.AsyncClient` (or anything with its `run(request)`).
         clearance_scope: the clearance every call runs with (from configuration).
         name: the server's name as clients show it.
+        export_dir: the one folder `export_query` may write files into (None: it refuses,
+            and every tool is read-only).
 
     Raises:
         UnknownClearanceError: a clearance entry is not valid.
@@ -73,7 +80,7 @@ def build_mcp_server(
     from uda.agent.deps import UDADeps
     from uda.errors import UDAError, UserError
 
-    deps = UDADeps(client=client, clearance_scope=list(clearance_scope))
+    deps = UDADeps(client=client, clearance_scope=list(clearance_scope), export_dir=export_dir)
     specs = {spec.name: spec for spec in TOOLS}
     listed = [
         mt.Tool(
@@ -82,9 +89,9 @@ def build_mcp_server(
             input_schema=spec.args_model.model_json_schema(),
             output_schema=spec.result_model.model_json_schema(mode="serialization"),
             annotations=mt.ToolAnnotations(
-                read_only_hint=True,
-                destructive_hint=False,
-                idempotent_hint=True,
+                read_only_hint=not (spec.writes_files and export_dir is not None),
+                destructive_hint=False,  # an export creates a new file, never overwrites
+                idempotent_hint=not spec.writes_files,
                 open_world_hint=False,
             ),
         )
@@ -137,6 +144,14 @@ def _add_options(parser: argparse.ArgumentParser, *, path_default: Any) -> None:
         help="the clearance every tool call runs with: a level (public, internal, "
         "confidential, restricted) or project:<name> / project:*; repeat or comma-separate "
         "(default: public). Tool arguments can never change it.",
+    )
+    parser.add_argument(
+        "--export-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the one folder export_query may write files into (default: none, and "
+        "export_query refuses); the tool names a new file, never a path",
     )
     # Inside `uda`, --path and --profile are also global options; SUPPRESS keeps a value
     # given before `mcp` from being overwritten by this subcommand's default.
@@ -201,7 +216,7 @@ async def serve_stdio(args: argparse.Namespace, clearance: Sequence[str]) -> Non
     # Claim stdout for the protocol first: the transport then points file descriptor 1 at
     # stderr, so whatever the backends print while they open cannot corrupt the wire.
     async with stdio_server() as (read, write), _open_client(args) as client:
-        server = build_mcp_server(client, clearance)
+        server = build_mcp_server(client, clearance, export_dir=getattr(args, "export_dir", None))
         await server.run(read, write, server.create_initialization_options())
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from uda.agent.mcp_server import add_mcp_parser, run_mcp
+from uda.cli import data
+from uda.cli.aggregate import add_aggregate_parser, run_aggregate
 from uda.errors import ConnectorError, PlanError, UDAError, UserError
 from uda.http.serve import add_serve_parser, run_serve
 
@@ -39,6 +41,8 @@ examples:
   uda search --where '{"status": "accepted"}' --order-by=-timestamp   newest first, no query
   uda search --order-by=-timestamp --limit 20 --cursor CURSOR   the next page
   uda search --type Decision --order-by name --all --format json   every page
+  uda export --where '{"status": "accepted"}' --order-by=-timestamp --output accepted.parquet
+  uda fields partOf.                            the paths filters may name, with their values
   uda check && uda sync                         verify every store, then repair
   uda --path /data/uda stats                    use another data folder
   uda serve --keys keys.toml --port 8080        the HTTP service (JSON and Arrow)
@@ -180,6 +184,19 @@ def _parser() -> argparse.ArgumentParser:
         "--explain", action="store_true", help="show the plan and every leg's rank and contribution"
     )
 
+    rerun = commands.add_parser(
+        "rerun",
+        help="answer a saved search again",
+        description="Every search is saved under the query_id it printed (kept 30 days): "
+        "its first page again, as it was answered then, or the page --cursor names.",
+    )
+    rerun.add_argument("query_id", metavar="QUERY_ID")
+    rerun.add_argument("--cursor", default=None, help="a cursor the saved search printed")
+    rerun.add_argument("--limit", type=int, default=None, help="results per page (1-100)")
+    rerun.add_argument("--format", choices=["table", "json", "arrow"], default="table")
+    rerun.add_argument("--output", type=Path, default=None, help="write to this file")
+    rerun.add_argument("--explain", action="store_true", help="show the plan and every leg")
+
     commands.add_parser(
         "check",
         help="compare every store with the system of record",
@@ -223,6 +240,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_serve_parser(commands)
     add_mcp_parser(commands)
+    add_aggregate_parser(commands)
+    data.add_data_parsers(commands)
     return parser
 
 
@@ -276,10 +295,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         _emit(json.dumps(json_schema(), indent=2), args.output)
         return EXIT_OK
     with _connect(args) as client:
+        if args.command in data.COMMANDS:
+            return data.run_data(
+                client, args, parse_filter=_parse_filter, parse_where=_where, parse_as_of=_as_of
+            )
         if args.command == "ingest":
             return _ingest(client, args)
         if args.command == "search":
             return _search(client, args)
+        if args.command == "aggregate":
+            return run_aggregate(client, args)
+        if args.command == "rerun":
+            return _rerun(client, args)
         if args.command == "check":
             report = client.check()
             print(report)
@@ -444,7 +471,6 @@ def _as_of(raw: str | None) -> int | datetime | None:
 
 
 def _search(client: Any, args: argparse.Namespace) -> int:
-    from uda.cli import render as cli_format
 
     clearance = [
         e.strip()
@@ -475,6 +501,23 @@ def _search(client: Any, args: argparse.Namespace) -> int:
             value="arrow",
         )
     pages = _pages(client, args, clearance, filters, options)
+    return _print_pages(pages, args, ranked=args.query is not None)
+
+
+def _rerun(client: Any, args: argparse.Namespace) -> int:
+    if args.format == "arrow" and args.output is None and sys.stdout.isatty():
+        raise CliError(
+            "--format arrow writes binary: add --output FILE or pipe stdout",
+            field="--format",
+            value="arrow",
+        )
+    page = client.rerun(args.query_id, cursor=args.cursor, limit=args.limit)
+    return _print_pages([page], args, ranked=page.plan.order is None)
+
+
+def _print_pages(pages: list[Any], args: argparse.Namespace, *, ranked: bool) -> int:
+    from uda.cli import render as cli_format
+
     if args.format == "arrow":
         if args.output is not None:
             with args.output.open("wb") as sink:
@@ -486,12 +529,17 @@ def _search(client: Any, args: argparse.Namespace) -> int:
     if args.format == "json":
         _emit(cli_format.as_json(pages, explain=args.explain), args.output)
         return EXIT_OK
-    text = cli_format.table(pages, ranked=args.query is not None)
+    text = cli_format.table(pages, ranked=ranked)
     if args.explain:
         text += "\n\n" + "\n\n".join(str(page.explain()) for page in pages)
+    query_id = pages[0].query_id
+    if query_id is not None:
+        text += f"\n\nquery_id: {query_id} (uda rerun {query_id})"
     cursor = pages[-1].next_cursor
     if cursor is not None:
-        text += f"\n\nmore: add --cursor {cursor} (or --all for every page)"
+        text += f"\nmore: add --cursor {cursor}" + (
+            " (or --all for every page)" if args.command == "search" else ""
+        )
     _emit(text, args.output)
     return EXIT_OK
 

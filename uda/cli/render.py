@@ -55,6 +55,7 @@ def as_json(pages: Sequence[ResultViews], *, explain: bool) -> str:
     payload: dict[str, Any] = {
         "results": [r.model_dump(mode="json") for page in pages for r in page.results],
         "next_cursor": pages[-1].next_cursor,
+        "query_id": pages[0].query_id,
     }
     if explain:
         explained = [page.explain().to_dict() for page in pages]

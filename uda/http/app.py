@@ -23,7 +23,9 @@ import uda
 from ontology import json_schema
 from uda.client import AsyncClient
 from uda.http import access, grants, readiness
+from uda.http.aggregate import install_aggregate
 from uda.http.auth import Authenticator, Principal
+from uda.http.data_routes import install_data_routes
 from uda.http.deps import Caller, IngestBody, SearchBody, check_as_of
 from uda.http.errors import PermissionDeniedError
 from uda.http.metrics import CONTENT_TYPE, Metrics
@@ -111,7 +113,7 @@ def create_app(
         decision = grants.decide(caller, asked)
         # The body is validated already; only its clearance gives way to the decision's.
         request = body.model_copy(update={"clearance_scope": decision.effective.entries()})
-        response = await client.run(request)
+        response = await client.run(request, owner=caller.name)
         metrics.record_phases(response.plan.timings_ms)
         return response, decision
 
@@ -133,7 +135,42 @@ def create_app(
         if wanted is None:
             raise _not_acceptable()
         response, decision = await answer(caller, body)
-        query_id = request_id_of(request) or ""
+        return respond(wanted, response, decision)
+
+    @app.get(
+        "/v1/queries/{query_id}",
+        response_model=SearchOut,
+        responses={**PROBLEMS, 404: {}, 406: {}, 200: ARROW_RESPONSE},
+        summary="A saved search again: its first page as it was answered, or a cursor's page "
+        "(only for the principal who made it; 404 otherwise, as for a missing id)",
+    )
+    async def saved_search(
+        request: Request,
+        caller: Caller,
+        query_id: Annotated[str, Path(min_length=1, max_length=64)],
+        cursor: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
+        limit: Annotated[int | None, Query(ge=1, le=100)] = None,
+    ) -> Response:
+        wanted = negotiate(request.headers.get("accept"))
+        if wanted is None:
+            raise _not_acceptable()
+        saved = await client.saved_query(query_id, owner=caller.name)
+        # The grant may have shrunk since: the rerun runs with what it allows now.
+        decision = grants.decide(caller, saved.request.clearance_scope)
+        response = await client.rerun(
+            query_id,
+            owner=caller.name,
+            cursor=cursor,
+            limit=limit,
+            clearance_scope=decision.effective.entries(),
+        )
+        metrics.record_phases(response.plan.timings_ms)
+        return respond(wanted, response, decision)
+
+    def respond(
+        wanted: str, response: SearchResponse, decision: grants.ClearanceDecision
+    ) -> Response:
+        query_id = response.query_id or ""
         headers = clearance_headers(decision)
         explanation = response.explain().to_dict()
         if wanted == "arrow":
@@ -257,6 +294,8 @@ def create_app(
     async def prometheus() -> PlainTextResponse:
         return PlainTextResponse(metrics.render(), media_type=CONTENT_TYPE)
 
+    install_data_routes(app, client, answer=answer, headers=clearance_headers)
+    install_aggregate(app, client)
     install_openapi(app)
     return app
 

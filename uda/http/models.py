@@ -30,7 +30,10 @@ class SearchOut(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    query_id: str = Field(description="this search's id; also the X-Request-ID header")
+    query_id: str = Field(
+        description="the saved search's id: GET /v1/queries/{query_id} answers it again "
+        "(for 30 days, to this principal only)"
+    )
     clearance: ClearanceOut
     results: list[SearchResult]
     plan: dict[str, Any] = Field(description="the resolved plan, with phase timings")

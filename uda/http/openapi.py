@@ -95,7 +95,8 @@ def install_openapi(app: FastAPI) -> None:
         _, extra = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
         for name, schema in extra.get("$defs", {}).items():
             schemas.setdefault(name, schema)
-        _tighten_search_request(schemas.get("SearchRequest", {}).get("properties", {}))
+        for name in ("SearchRequest", "ExportRequest"):
+            _tighten_search_request(schemas.get(name, {}).get("properties", {}))
         components["securitySchemes"] = {
             "apiKey": {"type": "apiKey", "in": "header", "name": API_KEY_HEADER},
             "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from uda.errors import ConnectorError, UDAError, UserError
+from uda.errors import ConnectorError, QueryNotFoundError, UDAError, UserError
 from uda.http.auth import Authenticator
 from uda.http.errors import AuthenticationError, ElementNotFoundError, PermissionDeniedError
 from uda.http.wire import PROBLEM_JSON, REQUEST_ID_HEADER
@@ -177,6 +177,7 @@ def install(app: FastAPI, auth: Authenticator) -> None:
         (AuthenticationError, authentication),
         (PermissionDeniedError, denied),
         (ElementNotFoundError, not_found),
+        (QueryNotFoundError, not_found),
         (UserError, user_error),
         (RequestValidationError, validation),
         (StarletteHTTPException, http_error),

@@ -22,15 +22,31 @@ import os
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self, Unpack
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
 
-from uda.errors import ConfigError, ConnectorError, InvalidRequestError, PlanError
+from uda.errors import (
+    ConfigError,
+    ConnectorError,
+    InvalidRequestError,
+    PlanError,
+    QueryNotFoundError,
+)
 from uda.facade import SyncFacade
 from uda.http.errors import AuthenticationError, ElementNotFoundError, PermissionDeniedError
 from uda.http.wire import API_KEY_HEADER, ARROW_STREAM, read_stream
+from uda.query import discovery
+from uda.query import export as exporting
+from uda.query.aggregates import (
+    AggregateOptions,
+    AggregateRequest,
+    AggregateResponse,
+    aggregate_request,
+)
 from uda.query.contracts import SearchOptions, SearchRequest, search_request
+from uda.query.export_reader import receive_export
 from uda.query.results import ArrowResponse
 from uda.write.validation import ElementInput, RelationInput
 from uda.write.writer import IngestReport
@@ -44,7 +60,7 @@ class RemoteSearchResponse(ArrowResponse):
     Attributes:
         clearance: `granted`, `requested`, `effective`, `narrowed`, `capped` (as the server
             reported them).
-        query_id: the server's id of this search (its `X-Request-ID`).
+        query_id: the saved search's id on the server (`rerun(query_id)` answers it again).
     """
 
     def __init__(
@@ -202,6 +218,31 @@ class AsyncRemoteClient:
         """
         return _search_response(await self._post("/v1/search", _search_body(request), ARROW_STREAM))
 
+    async def rerun(
+        self, query_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> RemoteSearchResponse:
+        """A search this credential's principal saved, again; see `uda.AsyncClient.rerun`.
+
+        Raises:
+            QueryNotFoundError: no such query of this principal (another's reads the same).
+            UserError: a cursor of another query, or bad credentials.
+            ConnectorError: the service cannot be reached, or a backend behind it failed.
+        """
+        params = {k: v for k, v in (("cursor", cursor), ("limit", limit)) if v is not None}
+        try:
+            response = await self._http.get(
+                f"/v1/queries/{quote(query_id, safe='')}",
+                params=params,
+                headers={"Accept": ARROW_STREAM},
+            )
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        if response.status_code == 404:
+            raise QueryNotFoundError(
+                f"query_id: no saved query {query_id!r} of yours", field="query_id", value=query_id
+            )
+        return _search_response(response)
+
     async def ingest(
         self, elements: Iterable[ElementInput] = (), relations: Iterable[RelationInput] = ()
     ) -> IngestReport:
@@ -223,6 +264,102 @@ class AsyncRemoteClient:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    async def export(
+        self,
+        query: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        *,
+        format: str = "arrow",
+        sink: exporting.Sink,
+        max_rows: int = exporting.DEFAULT_MAX_ROWS,
+        page_size: int = exporting.PAGE_ROWS,
+        progress: exporting.Progress | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> exporting.ExportReport:
+        """Export through the service (`POST /v1/export`); see `uda.AsyncClient.export`.
+
+        The service streams an Arrow export, written to `sink` in `format` as it arrives
+        (the same file a local export writes). `clearance_scope=None`: the whole grant.
+
+        Raises:
+            UserError: a bad request, format or `max_rows` (checked here, or by the server).
+            ConnectorError: the service cannot be reached, failed, or cut the stream short.
+        """
+        request = search_request(query, page_size, clearance_scope, context_filters, **options)
+        kind = exporting.check_export(format, max_rows)
+        body = {**_search_body(request), "format": "arrow", "max_rows": max_rows}
+        try:
+            async with self._http.stream(
+                "POST", "/v1/export", json=body, headers={"Accept": ARROW_STREAM}
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    _raise_for_problem(response)
+                return await receive_export(
+                    response.aiter_bytes(),
+                    format=kind,
+                    sink=sink,
+                    ranked=request.query is not None,
+                    progress=progress,
+                )
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+
+    async def fields(
+        self,
+        prefix: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        *,
+        values: bool = True,
+    ) -> list[discovery.FilterPath]:
+        """The filterable paths (`GET /v1/paths`); see `uda.AsyncClient.fields`.
+
+        `clearance_scope=None` counts values over the whole grant.
+        """
+        params: list[tuple[str, str]] = [("values", "true" if values else "false")]
+        if prefix is not None:
+            params.append(("prefix", discovery.check_prefix(prefix)))
+        if clearance_scope is not None:
+            params += [("clearance_scope", e) for e in (list(clearance_scope) or ["public"])]
+        response = await self._get("/v1/paths", params)
+        return [discovery.FilterPath.model_validate(p) for p in response.json()["paths"]]
+
+    async def operators(self) -> discovery.Operators:
+        """The filter operators by field type (`GET /v1/definitions`)."""
+        response = await self._get("/v1/definitions", [])
+        return discovery.Operators.model_validate(response.json()["operators"])
+
+    async def _get(self, path: str, params: list[tuple[str, str]]) -> httpx.Response:
+        try:
+            response = await self._http.get(path, params=tuple(params))
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        _raise_for_problem(response)
+        return response
+
+    async def aggregate(
+        self,
+        query: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        **options: Unpack[AggregateOptions],
+    ) -> AggregateResponse:
+        """Count the visible matches by group (`POST /v1/aggregate`).
+
+        See `uda.AsyncClient.aggregate`; `clearance_scope=None` asks for the whole grant.
+        """
+        request = aggregate_request(query, clearance_scope, context_filters, **options)
+        return await self.run_aggregate(request)
+
+    async def run_aggregate(self, request: AggregateRequest) -> AggregateResponse:
+        """Send one validated aggregate; the fields it leaves unset are the server's."""
+        body = request.model_dump(mode="json", exclude_unset=True)
+        response = await self._post("/v1/aggregate", body, "application/json")
+        _raise_for_problem(response)
+        data = response.json()
+        return AggregateResponse.from_dict({**data, "clearance": data["clearance"]["effective"]})
 
 
 class RemoteClient(SyncFacade[AsyncRemoteClient, RemoteSearchResponse]):
@@ -255,6 +392,27 @@ class RemoteClient(SyncFacade[AsyncRemoteClient, RemoteSearchResponse]):
     def url(self) -> str:
         """The service's base URL."""
         return self._async.url
+
+    def rerun(
+        self, query_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> RemoteSearchResponse:
+        """A saved search again; see `AsyncRemoteClient.rerun`."""
+        return self._call(self._async.rerun(query_id, cursor=cursor, limit=limit))
+
+    def aggregate(
+        self,
+        query: str | None = None,
+        clearance_scope: Iterable[str] | None = None,
+        context_filters: Mapping[str, Any] | None = None,
+        **options: Unpack[AggregateOptions],
+    ) -> AggregateResponse:
+        """Count the visible matches by group; see `AsyncRemoteClient.aggregate`."""
+        request = aggregate_request(query, clearance_scope, context_filters, **options)
+        return self.run_aggregate(request)
+
+    def run_aggregate(self, request: AggregateRequest) -> AggregateResponse:
+        """Send one validated aggregate; see `AsyncRemoteClient.run_aggregate`."""
+        return self._call(self._async.run_aggregate(request))
 
 
 def _as_async_transport(

@@ -36,6 +36,7 @@ class Position:
         offset: ranked answers: how many results the pages before returned.
         pool: ranked answers: the candidate pool the first page ranked.
         after: structured answers: the last returned row's order value and element id.
+        query_id: the saved query the pages belong to.
     """
 
     as_of: int
@@ -43,6 +44,7 @@ class Position:
     offset: int = 0
     pool: int | None = None
     after: Keyset | None = None
+    query_id: str | None = None
 
 
 def _b64(data: bytes) -> str:
@@ -78,6 +80,7 @@ class Cursors:
             "q": fingerprint,
             "h": position.as_of,
             "t": position.now_ms,
+            "i": position.query_id,
         }
         if after is None:
             body.update(o=position.offset, p=position.pool)
@@ -104,11 +107,14 @@ class Cursors:
                     "it belongs to another query: repeat the first page's query, filters, "
                     "options and clearance exactly (only limit may change)",
                 )
-            as_of, now_ms = int(body["h"]), int(body["t"])
+            as_of, now_ms, query_id = int(body["h"]), int(body["t"]), body.get("i")
             if "k" in body:
                 value, element_id = body["k"]
                 return Position(
-                    as_of=as_of, now_ms=now_ms, after=Keyset(value=value, element_id=element_id)
+                    as_of=as_of,
+                    now_ms=now_ms,
+                    after=Keyset(value=value, element_id=element_id),
+                    query_id=query_id,
                 )
             pool = body["p"]
             return Position(
@@ -116,6 +122,7 @@ class Cursors:
                 now_ms=now_ms,
                 offset=int(body["o"]),
                 pool=None if pool is None else int(pool),
+                query_id=query_id,
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidRequestError):

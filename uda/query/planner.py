@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
 from connectors.contract.filter_tree import evaluate
 from connectors.contract.records import ChunkHit, GraphEdge
-from connectors.contract.selection import Keyset
 from connectors.contract.system_of_record import StateClearance, StoredState
 from ontology import element_class
 from uda.config import SearchDefaults
@@ -25,7 +24,7 @@ from uda.errors import MissingCapabilityError, PlanError, UDAError
 from uda.query.clearance import state_visible
 from uda.query.concurrency import all_or_none, together
 from uda.query.contracts import SearchRequest
-from uda.query.cursors import Cursors, Position
+from uda.query.cursors import Position
 from uda.query.filters.related import Neighbours, read_neighbours
 from uda.query.fusion import (
     Fusion,
@@ -42,6 +41,8 @@ from uda.query.ordering import DEFAULT_ORDER
 from uda.query.plan import Plan, make_plan
 from uda.query.ranking import rank
 from uda.query.results import SearchResponse
+from uda.query.saved import SavedQuery
+from uda.query.searches import Searches
 from uda.query.structured import select_page, structured_result
 
 T = TypeVar("T")
@@ -94,7 +95,7 @@ class Planner:
         self._embedder = embedder
         self._defaults = defaults
         self._fusion: Fusion = ReciprocalRankFusion() if fusion is None else fusion
-        self._cursors: Cursors | None = None
+        self._searches = Searches(self, system_of_record)
 
     def plan(self, request: SearchRequest) -> Plan:
         """Resolve a request against the profile (validates clearance, filters, types)."""
@@ -107,46 +108,65 @@ class Planner:
             system_of_record=getattr(self._sor, "name", type(self._sor).__name__),
         )
 
-    async def search(self, request: SearchRequest) -> SearchResponse:
-        """Run the three phases and return the hydrated, ranked results.
+    async def search(self, request: SearchRequest, *, owner: str | None = None) -> SearchResponse:
+        """One page of a search: see `uda.query.searches.Searches.search`."""
+        return await self._searches.search(request, owner=owner)
 
-        Without a query, a structured retrieval instead: every visible match of the
-        filters, in `order_by` order. Either way a page at a time: `request.cursor` resumes
-        where the page that handed it out ended.
-        """
-        plan = self.plan(request)
-        started = time.perf_counter()
-        cursors = await self._cursor_keys()
-        fingerprint = cursors.fingerprint(_query_shape(plan))
-        position = None if request.cursor is None else cursors.open(request.cursor, fingerprint)
-        if position is not None:
-            plan = _pinned(plan, position)
-        if plan.order is not None:
-            response = await self._structured(plan, position)
-        else:
-            response = await self._ranked(plan, position)
-        if response.more:
-            response.next_cursor = cursors.seal(
-                await self._next_position(plan, position, response), fingerprint
-            )
-        plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
-        return response
-
-    async def _ranked(self, plan: Plan, position: Position | None) -> SearchResponse:
-        query = plan.request.query or ""
-        embedding = await self._timed(
-            plan, "embed", asyncio.to_thread(self._embedder.embed_query, query)
+    async def rerun(
+        self,
+        query_id: str,
+        *,
+        owner: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+        clearance_scope: Sequence[str] | None = None,
+    ) -> SearchResponse:
+        """A saved query again: see `uda.query.searches.Searches.rerun`."""
+        return await self._searches.rerun(
+            query_id, owner=owner, cursor=cursor, limit=limit, clearance_scope=clearance_scope
         )
-        query_vector: list[float] = embedding.tolist()
+
+    async def saved_query(self, query_id: str, owner: str | None = None) -> SavedQuery:
+        """A saved query as it was asked (raises `QueryNotFoundError` like `rerun`)."""
+        return await self._searches.saved_query(query_id, owner)
+
+    async def close(self) -> None:
+        """Wait for the queries still being saved."""
+        await self._searches.close()
+
+    async def answer(
+        self, plan: Plan, position: Position | None, embedding: Sequence[float] | None = None
+    ) -> tuple[SearchResponse, list[float] | None]:
+        """One page of a planned request, and the query vector it used (None: no query).
+
+        `position` says where a later page starts (None: the first page); `embedding` is a
+        saved query vector, so that a rerun embeds nothing.
+        """
+        if plan.order is not None:
+            return await self._structured(plan, position), None
+        return await self._ranked(plan, position, embedding)
+
+    async def _ranked(
+        self, plan: Plan, position: Position | None, embedding: Sequence[float] | None = None
+    ) -> tuple[SearchResponse, list[float]]:
+        if embedding is None:
+            query = plan.request.query or ""
+            computed = await self._timed(
+                plan, "embed", asyncio.to_thread(self._embedder.embed_query, query)
+            )
+            query_vector: list[float] = computed.tolist()
+        else:
+            query_vector = list(embedding)
         phase1 = await self._timed(plan, "phase1", self._phase1(plan, query_vector))
         candidate_ids = sorted({k[0] for k in phase1.semantic} | {k[0] for k in phase1.lexical})
         edges, graph_nodes = await self._timed(plan, "phase2", self._phase2(plan, candidate_ids))
         offset = 0 if position is None else position.offset
-        return await self._timed(
+        response = await self._timed(
             plan,
             "phase3",
             self._phase3(plan, query_vector, phase1, candidate_ids, edges, graph_nodes, offset),
         )
+        return response, query_vector
 
     async def _structured(self, plan: Plan, position: Position | None) -> SearchResponse:
         """One page of a structured retrieval, with the matches' context nodes."""
@@ -178,26 +198,6 @@ class Planner:
             ranked=[structured_result(states[eid], context[eid]) for eid in ids],
             more=page.more,
         )
-
-    async def _cursor_keys(self) -> Cursors:
-        if self._cursors is None:
-            self._cursors = Cursors(await self._sor.instance_secret())
-        return self._cursors
-
-    async def _next_position(
-        self, plan: Plan, position: Position | None, response: SearchResponse
-    ) -> Position:
-        """Where the page after `response` starts, pinning what the first page read."""
-        if position is None:
-            # The first page read the store as it was: pin its newest stamp, so that later
-            # pages read that same state whatever is written in between (docs/adr/0023).
-            as_of = plan.as_of if plan.as_of is not None else await self._sor.last_hlc()
-            position = Position(as_of=as_of, now_ms=plan.as_of_ms, pool=plan.pool_size)
-        if plan.order is not None:
-            last = response.last_state()
-            after = None if last is None else Keyset.of(plan.order, last)
-            return replace(position, after=after)
-        return replace(position, offset=position.offset + len(response))
 
     @staticmethod
     async def _timed(plan: Plan, phase: str, work: Awaitable[T]) -> T:
@@ -473,29 +473,6 @@ def _hops_still_visible(
         else:
             kept.append(hop)
     return kept
-
-
-def _query_shape(plan: Plan) -> dict[str, object]:
-    """Everything that shapes the answer but the page size: what a cursor is bound to.
-
-    The clearance is the resolved one (the HTTP service narrows a caller's request to its
-    grant), so a cursor replayed under another clearance is refused.
-    """
-    request = plan.request.model_dump(mode="json", exclude={"limit", "cursor", "clearance_scope"})
-    return {"request": request, "clearance": plan.clearance.entries()}
-
-
-def _pinned(plan: Plan, position: Position) -> Plan:
-    """The plan of a later page: the first page's stamp, decay clock and ranked pool."""
-    pool = plan.pool_size if position.pool is None else position.pool
-    return replace(
-        plan,
-        as_of=position.as_of,
-        as_of_ms=position.now_ms,
-        pool_size=pool,
-        pushdown=replace(plan.pushdown, as_of=position.as_of),
-        timings_ms={},
-    )
 
 
 def _eligible(plan: Plan, state: StoredState, neighbours: Neighbours) -> bool:

@@ -133,9 +133,11 @@ class ResultViews(ABC):
     Attributes:
         next_cursor: pass it back as `cursor` (with the same request) for the next page;
             None on the last page.
+        query_id: the saved query this page belongs to (`rerun(query_id)` answers it again).
     """
 
     next_cursor: str | None = None
+    query_id: str | None = None
 
     @abstractmethod
     def to_batches(self) -> pa.RecordBatchReader:
@@ -260,6 +262,11 @@ class SearchResponse(ResultViews):
         names = ", ".join(r.state.name for r in self._ranked[:3])
         more = "" if len(self._ranked) <= 3 else ", ..."
         return f"SearchResponse({len(self._ranked)} results: {names}{more})"
+
+    @property
+    def states(self) -> list[StoredState]:
+        """The results' stored states, in order (what an aggregate over a query counts)."""
+        return [r.state for r in self._ranked]
 
 
 class ArrowResponse(ResultViews):

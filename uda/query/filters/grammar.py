@@ -233,6 +233,21 @@ class _Parser:
         return Predicate(field=field, op=op, value=value)
 
 
+def operator_allowed(op: Op, annotation: Any) -> bool:
+    """Whether the grammar takes `op` on a field of this annotation: THE typing rule.
+
+    Patterns (`$like`, `$ilike`) compare strings; ordered operators and `$between` do not
+    compare booleans; the rest apply to every type. `_operand` enforces it and discovery
+    (`uda.query.discovery`) lists it, so what is listed is what parses.
+    """
+    target = base_type(annotation)
+    if op in PATTERN_OPS:
+        return target is str
+    if op in ORDERED_OPS:
+        return target is not bool
+    return True
+
+
 def _operand(field: str, op: Op, operand: Any, annotation: Any) -> Scalar | tuple[Scalar, ...]:
     """The normalised operand of `field op operand`, checked against the field's type."""
     target = base_type(annotation)
@@ -241,12 +256,12 @@ def _operand(field: str, op: Op, operand: Any, annotation: Any) -> Scalar | tupl
             raise TypeError("expected true or false")
         return operand
     if op in PATTERN_OPS:
-        if target is not str or not isinstance(operand, str):
+        if not operator_allowed(op, annotation) or not isinstance(operand, str):
             raise TypeError(f"{op.value} compares strings, and {field!r} is {_type_name(target)}")
         if len(operand) > MAX_PATTERN:
             raise ValueError(f"a pattern has at most {MAX_PATTERN} characters")
         return operand
-    if op in ORDERED_OPS and (target is bool or isinstance(operand, bool)):
+    if op in ORDERED_OPS and (not operator_allowed(op, annotation) or isinstance(operand, bool)):
         raise TypeError(f"{op.value} needs a number, date or string")
     if op is Op.BETWEEN:
         bounds = typing.cast("Sequence[Any]", operand)

@@ -1,0 +1,202 @@
+"""Searches as callers see them: pages, cursors and saved queries around the planner.
+
+The planner answers one planned page (`Planner.answer`); this module decides which page:
+a first page is saved under a new `query_id` and pins the store's stamp, a later page is
+resumed from a sealed cursor and read at that stamp, a rerun replays a saved query
+(docs/adr/0023-structured-retrieval-and-cursors.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from connectors.base import RelationalCapable
+from connectors.contract.selection import Keyset
+from uda.errors import PlanError
+from uda.hlc import wall_clock_ms
+from uda.query.contracts import SearchRequest
+from uda.query.cursors import Cursors, Position
+from uda.query.plan import Plan
+from uda.query.results import SearchResponse
+from uda.query.saved import QuerySaver, SavedQuery, new_query_id
+
+
+class Answers(Protocol):
+    """What `Searches` needs of the planner: plans, and one page of a plan."""
+
+    def plan(self, request: SearchRequest) -> Plan:
+        """Resolve a request against the profile."""
+        ...
+
+    async def answer(
+        self, plan: Plan, position: Position | None, embedding: Sequence[float] | None = None
+    ) -> tuple[SearchResponse, list[float] | None]:
+        """One page, and the query vector it used."""
+        ...
+
+
+class Searches:
+    """First pages, later pages and reruns of searches over one planner and store.
+
+    Args:
+        planner: answers planned pages.
+        system_of_record: keeps saved queries and the secret cursors are sealed with.
+    """
+
+    def __init__(self, planner: Answers, system_of_record: RelationalCapable) -> None:
+        self._planner = planner
+        self._sor = system_of_record
+        self._cursors: Cursors | None = None
+        self._saver = QuerySaver(system_of_record)
+
+    async def search(self, request: SearchRequest, *, owner: str | None = None) -> SearchResponse:
+        """One page: the first, saved under a new `query_id`, or the page of `request.cursor`.
+
+        `owner` is who asked (the HTTP principal), kept with a saved first page.
+
+        Raises:
+            UserError: a bad request, or a cursor of another query, store or caller.
+        """
+        plan = self._planner.plan(request)
+        cursors = await self._cursor_keys()
+        fingerprint = cursors.fingerprint(query_shape(plan))
+        if request.cursor is not None:
+            position = cursors.open(request.cursor, fingerprint)
+            return await self._page(pinned(plan, position), position, fingerprint)
+        # The first page reads the store as it is; its stamp, read beside it, is what later
+        # pages and reruns read at, whatever is written in between.
+        first = Position(as_of=plan.as_of or 0, now_ms=plan.as_of_ms, pool=plan.pool_size)
+        stamp = None if plan.as_of is not None else asyncio.ensure_future(self._sor.last_hlc())
+        try:
+            return await self._page(plan, None, fingerprint, first=first, stamp=stamp, owner=owner)
+        finally:
+            if stamp is not None and not stamp.done():
+                stamp.cancel()
+
+    async def rerun(
+        self,
+        query_id: str,
+        *,
+        owner: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+        clearance_scope: Sequence[str] | None = None,
+    ) -> SearchResponse:
+        """A saved query's first page again (or the page `cursor` names), as it was answered.
+
+        The first page reads at the stamp it was first answered at, with the same decay
+        clock, pool and query embedding. `clearance_scope` replaces the saved clearance (the
+        HTTP service passes the saved one narrowed by the caller's grant now).
+
+        Raises:
+            QueryNotFoundError: no saved query `query_id` made by `owner`.
+            InvalidRequestError: a cursor of another query.
+        """
+        saved = await self._saver.load(query_id, owner)
+        fields = saved.request.model_dump(exclude={"cursor"})
+        fields["cursor"] = cursor
+        if limit is not None:
+            fields["limit"] = limit
+        if clearance_scope is not None:
+            fields["clearance_scope"] = list(clearance_scope)
+        plan = self._planner.plan(SearchRequest.build(**fields))
+        cursors = await self._cursor_keys()
+        fingerprint = cursors.fingerprint(query_shape(plan))
+        position = saved.first_page if cursor is None else cursors.open(cursor, fingerprint)
+        position = replace(position, query_id=saved.query_id)
+        return await self._page(
+            pinned(plan, position), position, fingerprint, embedding=saved.embedding
+        )
+
+    async def saved_query(self, query_id: str, owner: str | None = None) -> SavedQuery:
+        """A saved query as it was asked (raises `QueryNotFoundError` like `rerun`)."""
+        return await self._saver.load(query_id, owner)
+
+    async def close(self) -> None:
+        """Wait for the queries still being saved."""
+        await self._saver.drain()
+
+    async def _page(
+        self,
+        plan: Plan,
+        position: Position | None,
+        fingerprint: str,
+        *,
+        first: Position | None = None,
+        stamp: asyncio.Future[int] | None = None,
+        embedding: Sequence[float] | None = None,
+        owner: str | None = None,
+    ) -> SearchResponse:
+        """One page; a first page (`first`) is saved, and every page gets its next cursor."""
+        started = time.perf_counter()
+        response, vector = await self._planner.answer(plan, position, embedding)
+        if first is not None:
+            if stamp is not None:
+                first = replace(first, as_of=await stamp)
+            position = replace(first, query_id=new_query_id())
+            self._saver.save(
+                SavedQuery(
+                    query_id=position.query_id or "",
+                    owner=owner,
+                    created_ms=wall_clock_ms(),
+                    request=plan.request.model_copy(
+                        update={"clearance_scope": plan.clearance.entries(), "cursor": None}
+                    ),
+                    first_page=first,
+                    embedding=vector,
+                )
+            )
+        if position is None:  # pragma: no cover - a later page always has one
+            raise PlanError("paging", "a later page without a position")
+        response.query_id = position.query_id
+        if response.more:
+            cursors = await self._cursor_keys()
+            response.next_cursor = cursors.seal(
+                next_position(plan, position, response), fingerprint
+            )
+        plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
+        return response
+
+    async def _cursor_keys(self) -> Cursors:
+        if self._cursors is None:
+            self._cursors = Cursors(await self._sor.instance_secret())
+        return self._cursors
+
+
+def query_shape(plan: Plan) -> dict[str, object]:
+    """Everything that shapes the answer but the page size: what a cursor is bound to.
+
+    The clearance is the resolved one (the HTTP service narrows a caller's request to its
+    grant), so a cursor replayed under another clearance is refused.
+    """
+    request = plan.request.model_dump(mode="json", exclude={"limit", "cursor", "clearance_scope"})
+    return {"request": request, "clearance": plan.clearance.entries()}
+
+
+def pinned(plan: Plan, position: Position) -> Plan:
+    """The plan of a later page or a rerun: the first page's stamp, decay clock and pool."""
+    pool = plan.pool_size if position.pool is None else position.pool
+    return replace(
+        plan,
+        as_of=position.as_of,
+        as_of_ms=position.now_ms,
+        pool_size=pool,
+        pushdown=replace(plan.pushdown, as_of=position.as_of),
+        timings_ms={},
+    )
+
+
+def next_position(plan: Plan, position: Position, response: SearchResponse) -> Position:
+    """Where the page after `response` starts; what the first page pinned stays."""
+    if plan.order is not None:
+        last = response.last_state()
+        after = None if last is None else Keyset.of(plan.order, last)
+        return replace(position, after=after)
+    return replace(position, offset=position.offset + len(response))
+
+
+__all__ = ["Answers", "Searches", "next_position", "pinned", "query_shape"]
