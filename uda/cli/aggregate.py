@@ -219,8 +219,9 @@ def as_csv(response: AggregateResponse) -> str:
 
 def run_aggregate(client: Any, args: argparse.Namespace) -> int:
     """Run `uda aggregate` on an open client; returns the exit code."""
-    if args.format == "arrow" and args.output is None and sys.stdout.isatty():
-        raise _error("--format", "arrow writes binary: add --output FILE or pipe stdout", "arrow")
+    from uda.cli.render import refuse_binary_on_terminal  # pyarrow: only when it runs
+
+    refuse_binary_on_terminal(args)
     response: AggregateResponse = client.run_aggregate(request_of(args))
     if args.format == "arrow":
         import pyarrow as pa

@@ -494,23 +494,17 @@ def _search(client: Any, args: argparse.Namespace) -> int:
         options["as_of"] = as_of
     if args.order_by is not None:
         options["order_by"] = args.order_by
-    if args.format == "arrow" and args.output is None and sys.stdout.isatty():
-        raise CliError(
-            "--format arrow writes binary: add --output FILE or pipe stdout",
-            field="--format",
-            value="arrow",
-        )
+    from uda.cli.render import refuse_binary_on_terminal
+
+    refuse_binary_on_terminal(args)
     pages = _pages(client, args, clearance, filters, options)
     return _print_pages(pages, args, ranked=args.query is not None)
 
 
 def _rerun(client: Any, args: argparse.Namespace) -> int:
-    if args.format == "arrow" and args.output is None and sys.stdout.isatty():
-        raise CliError(
-            "--format arrow writes binary: add --output FILE or pipe stdout",
-            field="--format",
-            value="arrow",
-        )
+    from uda.cli.render import refuse_binary_on_terminal
+
+    refuse_binary_on_terminal(args)
     page = client.rerun(args.query_id, cursor=args.cursor, limit=args.limit)
     return _print_pages([page], args, ranked=page.plan.order is None)
 

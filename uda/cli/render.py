@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Sequence
 from typing import Any, BinaryIO, cast
 
 import pyarrow as pa
 
+from uda.errors import InvalidRequestError
 from uda.query.contracts import SearchResult
 from uda.query.results import ResultViews
 
@@ -61,6 +63,20 @@ def as_json(pages: Sequence[ResultViews], *, explain: bool) -> str:
         explained = [page.explain().to_dict() for page in pages]
         payload["explain"] = explained[0] if len(explained) == 1 else explained
     return json.dumps(payload, indent=2, default=str)
+
+
+def refuse_binary_on_terminal(args: Any) -> None:
+    """Refuse `--format arrow` to a terminal: binary there helps nobody and breaks the tty.
+
+    Raises:
+        InvalidRequestError: naming `--format` (the command exits 2).
+    """
+    if args.format == "arrow" and args.output is None and sys.stdout.isatty():
+        raise InvalidRequestError(
+            "--format arrow writes binary: add --output FILE or pipe stdout",
+            field="--format",
+            value="arrow",
+        )
 
 
 def write_arrow(pages: Sequence[ResultViews], sink: BinaryIO) -> None:
