@@ -13,9 +13,10 @@ from typing import cast
 import pytest_asyncio
 
 from connectors.base import Connector, RelationalCapable
-from connectors.conformance.data import HOSTILE_IDS, state
+from connectors.conformance.data import HOSTILE_IDS, edge, state
 from connectors.conformance.fixtures import ConformanceBase, Harness, claim
-from connectors.contract.predicates import Scalar
+from connectors.contract.filter_tree import RelationPredicate
+from connectors.contract.predicates import Op, Predicate, Scalar
 from connectors.contract.records import SearchFilter
 from connectors.contract.selection import (
     Keyset,
@@ -61,13 +62,19 @@ def _corpus() -> list[StoredState]:
 
 
 async def _pages(
-    store: RelationalCapable, order: StateOrder, limit: int, search_filter: SearchFilter
+    store: RelationalCapable,
+    order: StateOrder,
+    limit: int,
+    search_filter: SearchFilter,
+    related: tuple[RelationPredicate, ...] = (),
 ) -> list[StoredState]:
     out: list[StoredState] = []
     after: Keyset | None = None
     for _ in range(50):
         page = await store.select_states(
-            StateSelection(search_filter=search_filter, order=order, limit=limit, after=after)
+            StateSelection(
+                search_filter=search_filter, order=order, limit=limit, after=after, related=related
+            )
         )
         out += page
         if len(page) < limit:
@@ -141,6 +148,88 @@ class SelectionConformance(ConformanceBase):
             order = StateOrder(field=field, kind="text")
             expected = _ids(sorted(states, key=lambda s: sort_key(order, s)))
             assert _ids(await _pages(relational, order, 4, EVERYTHING)) == expected
+
+    async def test_relational_select_states_keeps_every_row_a_relation_or_column_lets_through(
+        self, relational: RelationalCapable
+    ) -> None:
+        """Relation leaves and predicates on fields that are also columns never drop a match.
+
+        Leaves by name, by id and by any value, in both directions, now and as of a stamp:
+        every row that satisfies them is returned, in the reference order.
+        """
+
+        def repository(element_id: str, rank: int, tier: int) -> StoredState:
+            values: dict[str, Scalar] = {
+                "element_type": "Repository",
+                "element_id": element_id,
+                "name": f"name of {element_id}",
+                "tier": tier,
+            }
+            return state(element_id, 1, 100, sensitivity_rank=rank, filter_values=values)
+
+        def document(element_id: str) -> StoredState:
+            values: dict[str, Scalar] = {
+                "element_type": "Document",
+                "element_id": element_id,
+                "name": f"name of {element_id}",
+                "timestamp": 100 >> 16,
+            }
+            return state(element_id, 1, 100, filter_values=values)
+
+        states = [repository("ra", 0, 1), repository("rb", 1, 2), repository("rs", 3, 1)]
+        states += [document(f"d{n}") for n in range(6)]
+        edges = [
+            edge("d0", "partOf", "ra"),
+            edge("d1", "partOf", "rb"),
+            edge("d2", "partOf", "rs"),  # a neighbour the filter below may not see
+            edge("d3", "partOf", "ra", valid_to=200),
+            edge("d5", "partOf", "ra"),
+            edge("d5", "partOf", "rb"),
+        ]
+        await relational.commit(WriteBatch(states=states, edges=edges, hlc=300))
+        order = StateOrder(field="element_id", kind="text", descending=True)
+
+        def partof(op: Op, field: str, value: Scalar | tuple[Scalar, ...]) -> RelationPredicate:
+            return RelationPredicate(
+                relation="partOf",
+                direction="out",
+                predicate=Predicate(field=field, op=op, value=value),
+            )
+
+        cases: list[tuple[RelationPredicate, int | None, set[str]]] = [
+            (partof(Op.EQ, "name", "name of ra"), None, {"d0", "d5"}),
+            (partof(Op.EQ, "name", "name of ra"), 150, {"d0", "d3", "d5"}),
+            (partof(Op.IN, "name", ("name of rb", "name of rs")), None, {"d1", "d5"}),
+            (partof(Op.EQ, "element_id", "ra"), 150, {"d0", "d3", "d5"}),
+            (partof(Op.EQ, "tier", 1), None, {"d0", "d5"}),
+            (partof(Op.GTE, "tier", 1), 150, {"d0", "d1", "d3", "d5"}),
+            (
+                RelationPredicate(
+                    relation="partOf",
+                    direction="in",
+                    predicate=Predicate(field="element_id", op=Op.EQ, value="d1"),
+                ),
+                None,
+                {"rb"},
+            ),
+        ]
+        for relation, as_of, expected in cases:
+            search_filter = SearchFilter(max_sensitivity_rank=1, all_projects=True, as_of=as_of)
+            for limit in (1, 100):
+                got = await _pages(relational, order, limit, search_filter, (relation,))
+                assert expected <= set(_ids(got)), (relation, as_of, limit)
+                assert _ids(got) == sorted(_ids(got), reverse=True)
+        by_columns = SearchFilter(
+            max_sensitivity_rank=1,
+            all_projects=True,
+            predicates=(
+                Predicate(field="name", op=Op.IN, value=("name of d1", "name of d4")),
+                Predicate(field="timestamp", op=Op.GTE, value=100 >> 16),
+                Predicate(field="element_type", op=Op.EQ, value="Document"),
+                Predicate(field="element_id", op=Op.LTE, value="d3"),  # text: no column bound
+            ),
+        )
+        assert {"d1"} <= set(_ids(await _pages(relational, order, 1, by_columns)))
 
     async def test_relational_instance_secret_is_kept_with_the_store(
         self, relational: RelationalCapable, harness: Harness

@@ -9,11 +9,12 @@ row authoritatively, as for ranked candidates.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from connectors.contract.filter_tree import RelationPredicate
-from connectors.contract.predicates import Scalar
+from connectors.contract.predicates import Op, Predicate, Scalar
 from connectors.contract.records import SearchFilter
 from connectors.contract.system_of_record import StoredState
 
@@ -26,6 +27,42 @@ ORDER_COLUMNS: dict[str, tuple[str, OrderKind]] = {
     "timestamp": ("timestamp_ms", "number"),
 }
 """Order keys a state row holds as a column (never missing): key -> (column, kind)."""
+
+
+FIELD_COLUMNS: dict[str, str] = {
+    "element_id": "element_id",
+    "element_type": "element_type",
+    "name": "name",
+    "timestamp": "timestamp_ms",
+}
+"""Filter fields a state also holds as a column: a state's filter value of one of these,
+when present, equals its column (the write path fills both from the element), so a store
+may apply a predicate on them to the column as well, where an index can find the rows."""
+
+_COLUMN_OPS = frozenset({Op.EQ, Op.IN, Op.GT, Op.GTE, Op.LT, Op.LTE})
+
+
+def column_predicates(predicates: Sequence[Predicate]) -> list[tuple[str, Predicate]]:
+    """The predicates a store may also apply to state columns, with their column.
+
+    Only operands of the column's kind qualify (text for text columns, numbers for the
+    timestamp): anything else could compare differently on the column than on the value.
+    """
+    out: list[tuple[str, Predicate]] = []
+    for predicate in predicates:
+        column = FIELD_COLUMNS.get(predicate.field)
+        if column is None or predicate.op not in _COLUMN_OPS:
+            continue
+        operands = predicate.value if isinstance(predicate.value, tuple) else (predicate.value,)
+        if predicate.op is Op.IN and not operands:
+            continue
+        if column == "timestamp_ms":
+            fits = all(isinstance(v, int | float) and not isinstance(v, bool) for v in operands)
+        else:
+            fits = predicate.op in (Op.EQ, Op.IN) and all(isinstance(v, str) for v in operands)
+        if fits:
+            out.append((column, predicate))
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,4 +155,13 @@ class _Descending(str):
         return str.__lt__(self, other)  # type: ignore[arg-type]
 
 
-__all__ = ["ORDER_COLUMNS", "Keyset", "OrderKind", "StateOrder", "StateSelection", "sort_key"]
+__all__ = [
+    "FIELD_COLUMNS",
+    "ORDER_COLUMNS",
+    "Keyset",
+    "OrderKind",
+    "StateOrder",
+    "StateSelection",
+    "column_predicates",
+    "sort_key",
+]

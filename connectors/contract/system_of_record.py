@@ -147,8 +147,11 @@ class StoredState:
     """One state of one element, as the system of record keeps it.
 
     `payload` is the element's full JSON dump (the typed object is rebuilt from it);
-    `filter_values` are its normalised filterable fields. The `latest_*` fields describe the
-    newest state of the element (they equal this state's when it is the newest).
+    `filter_values` are its normalised filterable fields; those that are also columns
+    (`selection.FIELD_COLUMNS`: element_id, element_type, name, timestamp), when present,
+    equal their column, so a store may read a predicate on them from the column. The
+    `latest_*` fields describe the newest state of the element (they equal this state's when
+    it is the newest).
     """
 
     element_id: str

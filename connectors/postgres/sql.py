@@ -53,6 +53,12 @@ CREATE TABLE IF NOT EXISTS states (
 CREATE INDEX IF NOT EXISTS states_clearance ON states (element_id)
     INCLUDE (version, sensitivity_rank, scope, tombstone) WHERE valid_to = {OPEN};
 DROP INDEX IF EXISTS states_current;
+-- Structured retrieval (connectors/postgres/selection.py): ordered by time or name, and
+-- relation paths that name their neighbour (`partOf.name = ...`). Every state, not only
+-- current ones: later pages read as of their first page's stamp. Text by code point, as the
+-- statements compare it.
+CREATE INDEX IF NOT EXISTS states_time ON states (timestamp_ms, (element_id COLLATE "C"));
+CREATE INDEX IF NOT EXISTS states_name ON states ((name COLLATE "C"), (element_id COLLATE "C"));
 CREATE TABLE IF NOT EXISTS chunks (
     chunk_id text PRIMARY KEY,
     element_id text NOT NULL,

@@ -41,6 +41,7 @@ from connectors.sql_filters import compile_filter
 from connectors.sqlite import aggregation as sqlite_aggregation
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connections import SQLiteConnections
+from connectors.sqlite.saved_queries import SavedQueryFile, move_from_store
 from connectors.sqlite.schema import (
     CLEARANCE_SELECT,
     EXPECTED_CHUNKS_SQL,
@@ -78,6 +79,10 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
             self._path,
             not_open=lambda: ConnectorError(self.name, "not connected: call connect() first"),
         )
+        self._queries = SavedQueryFile(
+            self._path,
+            not_open=lambda: ConnectorError(self.name, "not connected: call connect() first"),
+        )
         self._local = threading.local()  # per-thread caches (visible statistics)
         # Our own worker threads, so that close() can wait for the calls still running: a
         # caller whose task was cancelled leaves its thread using a connection.
@@ -92,7 +97,8 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         if self._db.is_open:
             return
         self._closing = False
-        await self._run(lambda: self._db.open(_set_up))
+        await self._run(lambda: self._db.open(lambda writer: _set_up(writer, self._path)))
+        await self._run(self._queries.open)
 
     async def close(self) -> None:
         """Close every connection, once the calls still running in worker threads are done."""
@@ -101,6 +107,7 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         if executor is not None:
             await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
         self._db.close()
+        self._queries.close()
         self._local = threading.local()
 
     def _reader(self) -> sqlite3.Connection:
@@ -203,31 +210,11 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
 
     async def save_queries(self, rows: Sequence[SavedQueryRow], older_than_ms: int) -> None:
         """Keep these queries and forget those created before `older_than_ms`, at once."""
-
-        def write() -> None:
-            with self._transaction() as conn:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO saved_queries VALUES (?, ?, ?, ?, ?)",
-                    [(r.query_id, r.owner, r.created_ms, r.body, r.embedding) for r in rows],
-                )
-                if older_than_ms:
-                    conn.execute("DELETE FROM saved_queries WHERE created_ms < ?", (older_than_ms,))
-
-        await self._run(write)
+        await self._run(lambda: self._queries.save(rows, older_than_ms))
 
     async def load_query(self, query_id: str) -> SavedQueryRow | None:
-        """The saved query with this id, or None."""
-        rows = await self._select(
-            "SELECT query_id, owner, created_ms, body, embedding FROM saved_queries "
-            "WHERE query_id = ?",
-            (query_id,),
-        )
-        if not rows:
-            return None
-        qid, owner, created_ms, body, embedding = rows[0]
-        return SavedQueryRow(
-            query_id=qid, owner=owner, created_ms=created_ms, body=body, embedding=embedding
-        )
+        """The saved query with this id, or None (`connectors.sqlite.saved_queries`)."""
+        return await self._run(lambda: self._queries.load(query_id))
 
     async def instance_secret(self) -> bytes:
         """The store's random secret, made by the first caller and kept in `meta`."""
@@ -460,6 +447,7 @@ def _edge(row: Any) -> GraphEdge:
     )
 
 
-def _set_up(writer: sqlite3.Connection) -> None:
+def _set_up(writer: sqlite3.Connection, path: Path) -> None:
     writer.executescript(SCHEMA)
     sqlite_text.upgrade(writer)
+    move_from_store(writer, path)

@@ -42,6 +42,12 @@ DROP INDEX IF EXISTS states_current;
 CREATE INDEX IF NOT EXISTS states_aggregate
     ON states (element_type, sensitivity_rank, scope, timestamp_ms, valid_to, tombstone)
     WHERE valid_to = 9223372036854775807 AND tombstone = 0 AND sensitivity_rank >= 0;
+-- Structured retrieval ordered by time (connectors/sqlite/selection.py): the newest first
+-- and a date range read a slice of this index instead of sorting every visible state; every
+-- state, not only current ones, because later pages read as of their first page's stamp.
+CREATE INDEX IF NOT EXISTS states_time ON states (timestamp_ms, element_id);
+-- Ordered by name, and relation paths that name their neighbour (`partOf.name = ...`).
+CREATE INDEX IF NOT EXISTS states_name ON states (name, element_id);
 CREATE TABLE IF NOT EXISTS chunks (
     chunk_id TEXT PRIMARY KEY,
     element_id TEXT NOT NULL,
@@ -68,14 +74,7 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_store ON outbox (store, seq);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS saved_queries (
-    query_id TEXT PRIMARY KEY,
-    owner TEXT,
-    created_ms INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    embedding BLOB
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS saved_queries_created ON saved_queries (created_ms);
+-- Saved queries live in a file of their own (connectors/sqlite/saved_queries.py).
 CREATE TABLE IF NOT EXISTS text_chunks (
     rowid INTEGER PRIMARY KEY,
     chunk_id TEXT NOT NULL UNIQUE,

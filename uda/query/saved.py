@@ -99,13 +99,13 @@ class QuerySaver:
     ) -> None:
         self._sor = system_of_record
         self._retention_ms = int(retention_days * 86_400_000)
-        self._pending: list[SavedQueryRow] = []
+        self._pending: list[SavedQuery] = []
         self._task: asyncio.Task[None] | None = None
         self._last_prune = 0.0
 
     def save(self, query: SavedQuery) -> None:
         """Queue a query; the background writer keeps it shortly after."""
-        self._pending.append(query.to_row())
+        self._pending.append(query)  # made a row by the writer, off the search's path
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._flush())
 
@@ -118,7 +118,7 @@ class QuerySaver:
                 self._last_prune = now
                 older_than = int(time.time() * 1000) - self._retention_ms
             try:
-                await self._sor.save_queries(batch, older_than)
+                await self._sor.save_queries([query.to_row() for query in batch], older_than)
             except Exception:
                 # The searches were answered; only asking for them again is lost. A read-only
                 # store (a replica) cannot keep them at all.
