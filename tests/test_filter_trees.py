@@ -300,7 +300,8 @@ def test_bad_trees_name_the_json_path(store: uda.Client) -> None:
         ({"$or": {"status": "accepted"}}, "context_filters.$or", "non-empty list"),
         ({"$and": [{}]}, "context_filters.$and[0]", "non-empty filter object"),
         ({"timestamp": {"$like": "2025%"}}, "context_filters.timestamp", "compares strings"),
-        ({"status": {"$gt": True}}, "context_filters.status", "needs a number"),
+        ({"status": {"$gt": True}}, "context_filters.status", "orders values"),
+        ({"status": {"$gte": "accepted"}}, "context_filters.status", "is an enumeration"),
         ({"name": {"$between": ["b", "a"]}}, "context_filters.name", "above the high bound"),
         ({"name": {"$exists": "yes"}}, "context_filters.name", "true or false"),
     ]

@@ -194,11 +194,14 @@ class AsyncClient:
     ) -> SearchResponse:
         """A saved query answered again: its first page as it was, or the page `cursor` names.
 
-        Works after a restart and from any client of the same store.
+        Works after a restart and from any client of the same store. `clearance_scope`
+        narrows the clearance the query was saved with (never widens it): an agent passes
+        its own, so a query saved by a more cleared caller shows it only what it may see.
 
         Raises:
             QueryNotFoundError: no saved query `query_id` (of `owner`, when given).
-            InvalidRequestError: a cursor of another query.
+            InvalidRequestError: a cursor of another query (or of another clearance).
+            UnknownClearanceError: a bad `clearance_scope` entry.
         """
         planner, _ = self._require()
         return await planner.rerun(
@@ -360,10 +363,17 @@ class Client(SyncFacade[AsyncClient, SearchResponse]):
         return self._async.profile
 
     def rerun(
-        self, query_id: str, *, cursor: str | None = None, limit: int | None = None
+        self,
+        query_id: str,
+        *,
+        cursor: str | None = None,
+        limit: int | None = None,
+        clearance_scope: Iterable[str] | None = None,
     ) -> SearchResponse:
         """A saved query answered again; see `AsyncClient.rerun`."""
-        return self._call(self._async.rerun(query_id, cursor=cursor, limit=limit))
+        return self._call(
+            self._async.rerun(query_id, cursor=cursor, limit=limit, clearance_scope=clearance_scope)
+        )
 
     def delete(self, element_ids: Iterable[str]) -> IngestReport:
         """Tombstone elements; see `AsyncClient.delete`."""

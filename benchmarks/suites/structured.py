@@ -105,6 +105,7 @@ def _measure(ctx: Context, result: SuiteResult, client: Any, size: int) -> None:
         _timed(deep, 2)
         walls["page 1"] += _timed(first, repeats)
         walls["page 50"] += _timed(deep, repeats)
+        returned["page 1"] += len(first().results)
         returned["page 50"] += len(deep().results)
     for name, values in walls.items():
         if not values:

@@ -84,6 +84,7 @@ def search_answer(record: QueryRecord) -> SearchAnswer:
         refined_from=record.refined_from,
         page=spec.page,
         more=record.next_cursor is not None,
+        saved_id=record.saved_id,
         hits=[hit(rank, r) for rank, r in enumerate(record.results, start=1)],
         note=_note(record),
     )

@@ -39,6 +39,7 @@ from uda.agent.models import (
     QueryHistory,
     RefineArgs,
     RelationsAnswer,
+    ReopenArgs,
     ResultDetail,
     SearchAnswer,
     SearchArgs,
@@ -117,6 +118,14 @@ TOOLS: tuple[ToolSpec[Any, Any], ...] = (
         SearchAnswer,
         "The next page of an earlier search or find_elements whose answer said more: true. "
         "Returns a new query_id.",
+    ),
+    _spec_of(
+        tools.reopen_query,
+        ReopenArgs,
+        SearchAnswer,
+        "A search saved in the store, by this or an earlier conversation, answered again as "
+        "it was (the same results, whatever was written since): give the saved_id an earlier "
+        "answer carried. Pages with next_page.",
     ),
     _spec_of(
         tools.refine_search,

@@ -7,6 +7,7 @@ tool argument can carry it, so a model cannot widen (or even name) what it may s
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import os
 from collections.abc import Mapping, Sequence
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from uda.agent.state import ConversationState
+from uda.errors import InvalidRequestError
 from uda.query.clearance import Clearance
 from uda.query.contracts import search_request
 
@@ -39,6 +41,11 @@ class SearchResponse(Protocol):
     @property
     def next_cursor(self) -> str | None:
         """The next page's cursor (None on the last page)."""
+        ...
+
+    @property
+    def query_id(self) -> str | None:
+        """The saved search's id in the store (None: not saved)."""
         ...
 
     def to_batches(self) -> pa.RecordBatchReader:
@@ -119,6 +126,30 @@ class UDADeps:
             return await cast("AsyncSearcher", client).run(request)
         # A blocking client must not stall the agent's event loop (and its other tool calls).
         return await asyncio.to_thread(cast("SyncSearcher", client).run, request)
+
+    async def rerun(
+        self, saved_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> SearchResponse:
+        """A search saved in the store answered again, narrowed to this caller's clearance.
+
+        Whoever saved it, the answer shows only what both its clearance and this caller's
+        allow.
+
+        Raises:
+            QueryNotFoundError: no such saved search (over HTTP: none of this principal's).
+            InvalidRequestError: the client cannot reopen saved searches.
+        """
+        rerun = getattr(self.client, "rerun", None)
+        if rerun is None:
+            raise InvalidRequestError(
+                "this deployment's client cannot reopen saved searches", field="saved_id"
+            )
+        call = functools.partial(
+            rerun, saved_id, cursor=cursor, limit=limit, clearance_scope=list(self.clearance)
+        )
+        if inspect.iscoroutinefunction(rerun):
+            return cast("SearchResponse", await call())
+        return cast("SearchResponse", await asyncio.to_thread(call))
 
     async def run(self, request: SearchRequest) -> SearchResponse:
         """Answer a whole request (an export's pages) with this caller's clearance, always.

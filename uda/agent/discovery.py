@@ -15,7 +15,7 @@ from datetime import date, datetime
 from enum import Enum
 from typing import Any
 
-from connectors.contract.predicates import ORDERED_OPS, PATTERN_OPS, Op
+from connectors.contract.predicates import Op
 from ontology import Element, element_class, element_types, relation_spec, relation_types
 from uda.agent.models import (
     ElementTypeInfo,
@@ -27,6 +27,7 @@ from uda.agent.models import (
 )
 from uda.errors import UnknownElementTypeError, UnknownFilterFieldError
 from uda.query.filters import filterable_fields
+from uda.query.filters.grammar import operator_allowed
 
 FILTER_SYNTAX = (
     'filters is an object {field: condition}. condition is a value ({"status": "accepted"}), '
@@ -35,10 +36,11 @@ FILTER_SYNTAX = (
     + ", ".join(op.value for op in Op)
     + ". Several fields must all match."
 )
-# Operators by what a field holds (the grammar checks the same: `uda.query.filters.grammar`).
-_EQUALITY_OPS = [op.value for op in Op if op not in ORDERED_OPS | PATTERN_OPS]
-_ORDERED_OPS = [op.value for op in Op if op not in PATTERN_OPS]
-_ALL_OPS = [op.value for op in Op]
+
+
+def _operators(annotation: Any) -> list[str]:
+    """The operators a field of this annotation takes: THE grammar's rule, listed."""
+    return [op.value for op in Op if operator_allowed(op, annotation)]
 
 
 def _classes() -> list[type[Element]]:
@@ -55,24 +57,25 @@ def _unwrap(annotation: Any) -> Any:
 def describe_type(annotation: Any) -> tuple[str, list[str] | None, list[str]]:
     """A field annotation as (type name, fixed values or None, valid operators).
 
-    Enumerations and booleans get equality, membership and `$exists` only: ordering them
-    compares their spellings, which means nothing (`"confidential" < "internal"`). Patterns
+    The operators are the grammar's (`operator_allowed`), as `discover_filter_paths` lists
+    them: enumerations and booleans take equality, membership and `$exists` only; patterns
     (`$like`, `$ilike`) are for strings.
     """
     target = _unwrap(annotation)
+    operators = _operators(annotation)
     if isinstance(target, type) and issubclass(target, Enum):
-        return "enum", [str(m.value) for m in target], _EQUALITY_OPS
+        return "enum", [str(m.value) for m in target], operators
     if target is bool:
-        return "boolean", None, _EQUALITY_OPS
+        return "boolean", None, operators
     if target is datetime:
-        return "datetime (ISO 8601)", None, _ORDERED_OPS
+        return "datetime (ISO 8601)", None, operators
     if target is date:
-        return "date (ISO 8601)", None, _ORDERED_OPS
+        return "date (ISO 8601)", None, operators
     if target is int:
-        return "integer", None, _ORDERED_OPS
+        return "integer", None, operators
     if target is float:
-        return "number", None, _ORDERED_OPS
-    return "string", None, _ALL_OPS
+        return "number", None, operators
+    return "string", None, operators
 
 
 def filter_fields(element_type: str | None = None) -> FilterFieldsAnswer:
@@ -103,7 +106,7 @@ def filter_fields(element_type: str | None = None) -> FilterFieldsAnswer:
             continue
         kind, values, operators = describe_type(annotation)
         if name == "element_type":
-            kind, values, operators = "enum", element_types(), _EQUALITY_OPS
+            kind, values = "enum", element_types()  # a string field with known values
         out.append(
             FilterField(
                 name=name, type=kind, values=values, operators=operators, element_types=owners

@@ -91,6 +91,20 @@ class NextPageArgs(_Args):
     )
 
 
+class ReopenArgs(_Args):
+    """A search saved in the store, by any conversation, answered again as it was."""
+
+    saved_id: str = Field(
+        min_length=1,
+        max_length=64,
+        description="The saved_id an earlier answer gave (kept 30 days), e.g. from a note "
+        "of an earlier conversation.",
+    )
+    limit: int | None = Field(
+        default=None, ge=1, le=25, description="How many per page (default: as it was asked)."
+    )
+
+
 class SemanticSearchArgs(SearchArgs):
     """Search by meaning only (dense embeddings; exact words do not matter)."""
 
@@ -207,6 +221,11 @@ class SearchAnswer(BaseModel):
     refined_from: str | None = None
     page: int = Field(default=1, description="1 for a first page; next_page counts on.")
     more: bool = Field(default=False, description="Whether next_page has more to show.")
+    saved_id: str | None = Field(
+        default=None,
+        description="The search's id in the store: reopen_query answers it again, as it was, "
+        "in this or any later conversation (kept 30 days).",
+    )
     hits: list[Hit]
     note: str | None = None
 

@@ -53,6 +53,8 @@ class QueryRecord:
     legs: Mapping[str, Mapping[str, LegRank]]
     refined_from: str | None = None
     next_cursor: str | None = None  # where `next_page` continues (None: the last page)
+    saved_id: str | None = None  # the store's id of the search (`reopen_query`)
+    reopened: bool = False  # pages come from the saved search (`rerun`), not a new one
 
     def result(self, rank: int) -> SearchResult:
         """The result at 1-based `rank`.

@@ -9,11 +9,12 @@ backend failures propagate.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from uda.agent import answers, discovery
-from uda.agent.deps import UDADeps
+from uda.agent.deps import SearchResponse, UDADeps
 from uda.agent.models import (
     AutoSearchArgs,
     ContextNode,
@@ -34,6 +35,7 @@ from uda.agent.models import (
     QuerySummary,
     RefineArgs,
     RelationsAnswer,
+    ReopenArgs,
     ResultDetail,
     SearchAnswer,
     SearchArgs,
@@ -45,6 +47,7 @@ from uda.errors import InvalidRequestError, UnknownFilterFieldError
 
 if TYPE_CHECKING:
     from uda.query.contracts import SearchOptions
+    from uda.query.fusion import Leg
 
 
 async def run_search(
@@ -69,6 +72,19 @@ async def run_search(
     response = await deps.search(
         spec.query, limit=spec.limit, context_filters=_context_filters(spec), options=options
     )
+    return _remember(deps, spec, response, weights, refined_from=refined_from)
+
+
+def _remember(
+    deps: UDADeps,
+    spec: QuerySpec,
+    response: SearchResponse,
+    weights: Mapping[Leg, float] | None,
+    *,
+    refined_from: str | None = None,
+    reopened: bool = False,
+) -> SearchAnswer:
+    """Keep a page in the conversation under a new query id, and answer it compactly."""
     results = tuple(response.results)
     try:
         explanation = response.explain()
@@ -91,6 +107,8 @@ async def run_search(
         legs=legs,
         refined_from=refined_from,
         next_cursor=response.next_cursor,
+        saved_id=response.query_id,
+        reopened=reopened,
     )
     deps.conversation.add(record)
     return answers.search_answer(record)
@@ -182,7 +200,39 @@ async def next_page(deps: UDADeps, args: NextPageArgs) -> SearchAnswer:
             value=parent.query_id,
         )
     spec = replace(parent.spec, cursor=parent.next_cursor, page=parent.spec.page + 1)
+    if parent.reopened and parent.saved_id is not None:
+        response = await deps.rerun(
+            parent.saved_id, cursor=parent.next_cursor, limit=parent.spec.limit
+        )
+        return _remember(deps, spec, response, None, refined_from=parent.query_id, reopened=True)
     return await run_search(deps, spec, refined_from=parent.query_id)
+
+
+async def reopen_query(deps: UDADeps, args: ReopenArgs) -> SearchAnswer:
+    """A search saved in the store (by this or an earlier conversation), as it was answered.
+
+    Its first page comes back from the store's stamp it was first answered at, narrowed to
+    this caller's clearance; next_page continues it.
+    """
+    response = await deps.rerun(args.saved_id, limit=args.limit)
+    try:
+        asked = response.explain().plan.request
+    except ValueError:  # a remote response may come without its plan
+        asked = None
+    spec = QuerySpec(
+        query=None if asked is None else asked.query,
+        limit=args.limit or (asked.limit if asked is not None else len(response.results)),
+        filters={},
+        where=None if asked is None or not asked.context_filters else dict(asked.context_filters),
+        element_types=(
+            None if asked is None or asked.element_types is None else tuple(asked.element_types)
+        ),
+        depth=1 if asked is None else asked.expand_depth,
+        strategy="structured" if asked is not None and asked.query is None else "default",
+        reason=f"reopened: saved search {args.saved_id}, answered as it was",
+        order_by=None if asked is None else asked.order_by,
+    )
+    return _remember(deps, spec, response, None, reopened=True)
 
 
 async def refine_search(deps: UDADeps, args: RefineArgs) -> SearchAnswer:

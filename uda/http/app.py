@@ -54,6 +54,7 @@ from uda.http.wire import (
     negotiate,
     stream_chunks,
 )
+from uda.query.clearance import Clearance
 from uda.query.contracts import SearchRequest
 from uda.query.results import SearchResponse, search_result
 from uda.write.validation import coerce_elements, coerce_relations
@@ -150,13 +151,24 @@ def create_app(
         query_id: Annotated[str, Path(min_length=1, max_length=64)],
         cursor: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
         limit: Annotated[int | None, Query(ge=1, le=100)] = None,
+        clearance_scope: Annotated[
+            list[str] | None,
+            Query(
+                max_length=64,
+                description="Narrow the saved clearance further (as an agent acting for a "
+                "less cleared user does); never widens it.",
+            ),
+        ] = None,
     ) -> Response:
         wanted = negotiate(request.headers.get("accept"))
         if wanted is None:
             raise _not_acceptable()
         saved = await client.saved_query(query_id, owner=caller.name)
         # The grant may have shrunk since: the rerun runs with what it allows now.
-        decision = grants.decide(caller, saved.request.clearance_scope)
+        asked = Clearance.parse(saved.request.clearance_scope)
+        if clearance_scope is not None:
+            asked = asked.narrow(Clearance.parse(clearance_scope))
+        decision = grants.decide(caller, asked.entries())
         response = await client.rerun(
             query_id,
             owner=caller.name,

@@ -219,16 +219,28 @@ class AsyncRemoteClient:
         return _search_response(await self._post("/v1/search", _search_body(request), ARROW_STREAM))
 
     async def rerun(
-        self, query_id: str, *, cursor: str | None = None, limit: int | None = None
+        self,
+        query_id: str,
+        *,
+        cursor: str | None = None,
+        limit: int | None = None,
+        clearance_scope: Iterable[str] | None = None,
     ) -> RemoteSearchResponse:
         """A search this credential's principal saved, again; see `uda.AsyncClient.rerun`.
+
+        The server answers with the saved clearance narrowed by the principal's grant now
+        and by `clearance_scope`, when given.
 
         Raises:
             QueryNotFoundError: no such query of this principal (another's reads the same).
             UserError: a cursor of another query, or bad credentials.
             ConnectorError: the service cannot be reached, or a backend behind it failed.
         """
-        params = {k: v for k, v in (("cursor", cursor), ("limit", limit)) if v is not None}
+        params: dict[str, Any] = {
+            k: v for k, v in (("cursor", cursor), ("limit", limit)) if v is not None
+        }
+        if clearance_scope is not None:
+            params["clearance_scope"] = list(clearance_scope)
         try:
             response = await self._http.get(
                 f"/v1/queries/{quote(query_id, safe='')}",
@@ -394,10 +406,17 @@ class RemoteClient(SyncFacade[AsyncRemoteClient, RemoteSearchResponse]):
         return self._async.url
 
     def rerun(
-        self, query_id: str, *, cursor: str | None = None, limit: int | None = None
+        self,
+        query_id: str,
+        *,
+        cursor: str | None = None,
+        limit: int | None = None,
+        clearance_scope: Iterable[str] | None = None,
     ) -> RemoteSearchResponse:
         """A saved search again; see `AsyncRemoteClient.rerun`."""
-        return self._call(self._async.rerun(query_id, cursor=cursor, limit=limit))
+        return self._call(
+            self._async.rerun(query_id, cursor=cursor, limit=limit, clearance_scope=clearance_scope)
+        )
 
     def aggregate(
         self,

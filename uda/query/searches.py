@@ -18,6 +18,7 @@ from connectors.base import RelationalCapable
 from connectors.contract.selection import Keyset
 from uda.errors import PlanError
 from uda.hlc import wall_clock_ms
+from uda.query.clearance import Clearance
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Cursors, Position
 from uda.query.plan import Plan
@@ -89,12 +90,14 @@ class Searches:
         """A saved query's first page again (or the page `cursor` names), as it was answered.
 
         The first page reads at the stamp it was first answered at, with the same decay
-        clock, pool and query embedding. `clearance_scope` replaces the saved clearance (the
-        HTTP service passes the saved one narrowed by the caller's grant now).
+        clock, pool and query embedding. `clearance_scope` narrows the saved clearance, never
+        widens it: the answer is what both allow (the HTTP service passes the caller's grant
+        now, an agent its own clearance).
 
         Raises:
             QueryNotFoundError: no saved query `query_id` made by `owner`.
             InvalidRequestError: a cursor of another query.
+            UnknownClearanceError: a bad `clearance_scope` entry.
         """
         saved = await self._saver.load(query_id, owner)
         fields = saved.request.model_dump(exclude={"cursor"})
@@ -102,7 +105,8 @@ class Searches:
         if limit is not None:
             fields["limit"] = limit
         if clearance_scope is not None:
-            fields["clearance_scope"] = list(clearance_scope)
+            allowed = Clearance.parse(saved.request.clearance_scope)
+            fields["clearance_scope"] = allowed.narrow(Clearance.parse(clearance_scope)).entries()
         plan = self._planner.plan(SearchRequest.build(**fields))
         cursors = await self._cursor_keys()
         fingerprint = cursors.fingerprint(query_shape(plan))

@@ -236,15 +236,17 @@ class _Parser:
 def operator_allowed(op: Op, annotation: Any) -> bool:
     """Whether the grammar takes `op` on a field of this annotation: THE typing rule.
 
-    Patterns (`$like`, `$ilike`) compare strings; ordered operators and `$between` do not
-    compare booleans; the rest apply to every type. `_operand` enforces it and discovery
-    (`uda.query.discovery`) lists it, so what is listed is what parses.
+    Patterns (`$like`, `$ilike`) compare strings; ordered operators and `$between` compare
+    numbers, dates, datetimes and strings, never booleans or enumerations (ordering an
+    enumeration compares its spellings: `"confidential" < "internal"` means nothing); the
+    rest apply to every type. `_operand` enforces it and discovery (`uda.query.discovery`,
+    `uda.agent.discovery`) lists it, so what is listed is what parses.
     """
     target = base_type(annotation)
     if op in PATTERN_OPS:
         return target is str
     if op in ORDERED_OPS:
-        return target is not bool
+        return target is not bool and not (isinstance(target, type) and issubclass(target, Enum))
     return True
 
 
@@ -262,6 +264,11 @@ def _operand(field: str, op: Op, operand: Any, annotation: Any) -> Scalar | tupl
             raise ValueError(f"a pattern has at most {MAX_PATTERN} characters")
         return operand
     if op in ORDERED_OPS and (not operator_allowed(op, annotation) or isinstance(operand, bool)):
+        if not operator_allowed(op, annotation):
+            raise TypeError(
+                f"{op.value} orders values, and {field!r} is {_type_name(target)}: "
+                "use $eq, $in, $ne or $nin"
+            )
         raise TypeError(f"{op.value} needs a number, date or string")
     if op is Op.BETWEEN:
         bounds = typing.cast("Sequence[Any]", operand)
