@@ -307,15 +307,21 @@ async def test_health_and_readiness(service: Service) -> None:
     assert status["chroma"]["error"] == "ConnectorError"
     assert status["sqlite"]["ok"]
     assert status["networkx"]["ok"]
-    # ... and a search that needs it fails as 502 with a generic message. (The lexical leg is
-    # off, so that no query of the other leg is still running when the stores are closed.)
+    # ... and a search that has no other leg (the lexical leg is off) fails as 503, naming
+    # the backend but not its internal error (ADR 26).
     body = {"query": "q", "weights": {"lexical": 0}}
     failed = await service.http.post("/v1/search", json=body, headers=key(service))
-    assert failed.status_code == 502
+    assert failed.status_code == 503
     problem = failed.json()
     assert problem["request_id"] == failed.headers["x-request-id"]
+    assert problem["type"].endswith("backend-unavailable")
+    assert "chroma" in problem["detail"]
     assert "connected" not in failed.text
-    assert "chroma" not in failed.text
+    # With the lexical leg on, the answer comes without the vector store, flagged.
+    partial = await service.http.post("/v1/search", json={"query": "q"}, headers=key(service))
+    assert partial.status_code == 200, partial.text
+    assert [d["backend"] for d in partial.json()["degraded"]] == ["chroma"]
+    assert partial.headers["X-UDA-Degraded"] == "chroma:semantic"
 
 
 _SAMPLE = re.compile(r"^([a-z_]+)(\{.*\})? (\S+)$")

@@ -10,18 +10,19 @@ there is one implementation of every operation, not two.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, Unpack, overload
+from typing import TYPE_CHECKING, Any, Self, Unpack, cast, overload
 
 from connectors.base import Connector, RelationalCapable, system_of_record
 from connectors.registry import connector_class
 from uda.config import Profile, load_profile
 from uda.embedder import Embedder, SentenceTransformerEmbedder
-from uda.errors import ConfigError, MissingCapabilityError
+from uda.errors import ConfigError, ConnectorError
 from uda.facade import SyncFacade
 from uda.hlc import HybridLogicalClock
 from uda.query import discovery
@@ -34,6 +35,7 @@ from uda.query.aggregates import (
 )
 from uda.query.aggregates.engine import Aggregator
 from uda.query.contracts import SearchOptions, SearchRequest, search_request
+from uda.query.deadlines import bounded
 from uda.query.planner import Planner
 from uda.query.results import SearchResponse
 from uda.query.saved import SavedQuery
@@ -56,6 +58,9 @@ def shared_embedder(model_path: str | None = None) -> SentenceTransformerEmbedde
         if model_path not in _EMBEDDERS:
             _EMBEDDERS[model_path] = SentenceTransformerEmbedder(model_path)
         return _EMBEDDERS[model_path]
+
+
+log = logging.getLogger(__name__)
 
 
 class AsyncClient:
@@ -85,13 +90,19 @@ class AsyncClient:
         connectors = [
             connector_class(spec.name)(**dict(spec.options)) for spec in self.profile.connectors
         ]
-        await asyncio.gather(*(c.connect() for c in connectors))
+        sor = system_of_record(connectors)  # by capability: raises before anything connects
+        # The system of record must connect; another store that cannot is left out of the
+        # searches (flagged as degraded) and connected on a later call, when it answers.
+        outcomes = await asyncio.gather(
+            *(self._connect(c, required=c is cast("Connector", sor)) for c in connectors),
+            return_exceptions=True,
+        )
         self._connectors = connectors
-        try:
-            sor = system_of_record(connectors)
-        except MissingCapabilityError:
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        if failed:
             await self.close()
-            raise
+            raise failed[0]
+        offline = {c.name for c, up in zip(connectors, outcomes, strict=True) if up is False}
         embedder = self._embedder or shared_embedder(self.profile.model_path)
         clock = self._clock or HybridLogicalClock()
         # Never stamp below what is already stored, whatever the wall clock says now.
@@ -101,11 +112,33 @@ class AsyncClient:
             system_of_record=sor,
             embedder=embedder,
             defaults=self.profile.search,
+            offline=offline,
         )
         self._writer = Writer(
             system_of_record=sor, stores=derived_stores(connectors), embedder=embedder, clock=clock
         )
         return self
+
+    async def _connect(self, connector: Connector, *, required: bool) -> bool:
+        """Connect one connector; False when an optional one cannot now (it is logged).
+
+        Raises:
+            ConnectorError: the system of record cannot connect.
+        """
+        if required:
+            await connector.connect()
+            return True
+        try:
+            await bounded(connector.connect(), self.profile.search.deadlines.connect_s)
+        except (TimeoutError, ConnectorError, OSError) as exc:
+            reason = "no answer in time" if isinstance(exc, TimeoutError) else str(exc)
+            log.warning(
+                "%s is unavailable (%s): searches leave it out until it answers",
+                connector.name,
+                reason,
+            )
+            return False
+        return True
 
     async def close(self) -> None:
         """Close every connector (persisting what they keep in memory). Idempotent."""
@@ -141,6 +174,10 @@ class AsyncClient:
         if self._planner is None or self._writer is None:
             raise ConfigError("the client is closed: open it (or use `async with`) first")
         return self._planner, self._writer
+
+    def circuit_states(self) -> dict[str, str]:
+        """Each backend's circuit breaker: `closed`, `open` or `half_open` (for metrics)."""
+        return {} if self._planner is None else self._planner.breakers.states()
 
     async def search(
         self,

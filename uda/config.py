@@ -14,6 +14,10 @@ A TOML file may name its own connectors and defaults:
     half_life_days = 365
     decay_floor = 0.8
     weights = { semantic = 1.0, lexical = 1.0, centrality = 0.2 }
+    call_timeout_s = 2.0         # each backend call (docs/adr/0026)
+    search_timeout_s = 5.0       # the whole search; a request's `timeout` overrides it
+    timeouts = { arcadedb = 1.0 }  # per connector, by name
+    connect_timeout_s = 10.0     # at start, for a store other than the system of record
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from uda.errors import ConfigError
+from uda.query.deadlines import Deadlines
 from uda.query.fusion import DEFAULT_WEIGHTS, Leg
 
 DEFAULT_ROOT = Path(".uda")
@@ -48,6 +53,7 @@ class SearchDefaults:
     half_life_days: float = 365.0
     decay_floor: float = 0.8
     max_context_nodes: int = 25
+    deadlines: Deadlines = field(default_factory=Deadlines)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,4 +176,34 @@ def _search_defaults(section: Mapping[str, Any]) -> SearchDefaults:
         half_life_days=float(section.get("half_life_days", defaults.half_life_days)),
         decay_floor=float(section.get("decay_floor", defaults.decay_floor)),
         max_context_nodes=int(section.get("max_context_nodes", defaults.max_context_nodes)),
+        deadlines=_deadlines(section, defaults.deadlines),
+    )
+
+
+def _seconds(value: Any, name: str) -> float:
+    """A positive, finite number of seconds, or a ConfigError naming the setting."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 600:
+        raise ConfigError(
+            f"{name} must be a number of seconds in (0, 600], not {value!r}",
+            field=name,
+            value=value,
+        )
+    return float(value)
+
+
+def _deadlines(section: Mapping[str, Any], defaults: Deadlines) -> Deadlines:
+    """`call_timeout_s`, `search_timeout_s` and `[search.timeouts]` (seconds per connector)."""
+    per_connector = {
+        str(name): _seconds(value, f"search.timeouts.{name}")
+        for name, value in dict(section.get("timeouts", {})).items()
+    }
+    return Deadlines(
+        call_s=_seconds(section.get("call_timeout_s", defaults.call_s), "search.call_timeout_s"),
+        search_s=_seconds(
+            section.get("search_timeout_s", defaults.search_s), "search.search_timeout_s"
+        ),
+        connect_s=_seconds(
+            section.get("connect_timeout_s", defaults.connect_s), "search.connect_timeout_s"
+        ),
+        per_connector=per_connector,
     )

@@ -11,6 +11,7 @@ facade adds the rest, each method one `_call` of the twin's method of the same n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
 from types import TracebackType
@@ -80,6 +81,20 @@ class AsyncTwin(Protocol):
 TwinT = TypeVar("TwinT", bound=AsyncTwin)
 
 
+_DRAIN_S = 3.0  # how long closing waits for the loop's leftover tasks to end
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of the running loop and wait (bounded) for them to end."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=_DRAIN_S)
+    await asyncio.get_running_loop().shutdown_asyncgens()
+
+
 class SyncFacade(Generic[TwinT, ResponseT]):
     """A blocking client over `twin`, whose `run` answers with a `ResponseT`.
 
@@ -132,6 +147,13 @@ class SyncFacade(Generic[TwinT, ResponseT]):
             self._stop_loop()
 
     def _stop_loop(self) -> None:
+        # As `asyncio.run` ends: whatever still runs on the loop (a call abandoned at its
+        # deadline, a driver's pool worker) is cancelled and awaited before the loop closes,
+        # so nothing dies later with "Event loop is closed" or "Task was destroyed".
+        with contextlib.suppress(Exception):  # best effort: the loop closes regardless
+            asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self._loop).result(
+                timeout=_DRAIN_S + 1.0
+            )
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()

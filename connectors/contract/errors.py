@@ -79,6 +79,18 @@ class ConnectorError(UDAError):
         self.connector = connector
 
 
+class BackendUnavailableError(ConnectorError):
+    """A backend a search cannot do without failed or missed its deadline (HTTP 503).
+
+    The system of record is never optional: without it clearance cannot be enforced, so a
+    search fails fast rather than answer unchecked.
+    """
+
+    def __init__(self, connector: str, message: str) -> None:
+        super().__init__(connector, message)
+        self.reason = message
+
+
 class PlanError(UDAError):
     """UDA could not run a phase of the plan; names the phase."""
 
@@ -92,6 +104,7 @@ class ClockSkewError(UDAError):
 
 
 __all__ = [
+    "BackendUnavailableError",
     "ClockSkewError",
     "ConfigError",
     "ConnectorError",

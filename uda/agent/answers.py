@@ -85,14 +85,20 @@ def search_answer(record: QueryRecord) -> SearchAnswer:
         page=spec.page,
         more=record.next_cursor is not None,
         saved_id=record.saved_id,
+        degraded=list(record.degraded),
         hits=[hit(rank, r) for rank, r in enumerate(record.results, start=1)],
         note=_note(record),
     )
 
 
 def _note(record: QueryRecord) -> str | None:
+    notes: list[str] = []
+    if record.degraded:
+        notes.append(
+            "partial answer: " + "; ".join(record.degraded) + ". Try again shortly for a full one."
+        )
     if not record.results:
-        return EMPTY_NOTE
-    if record.next_cursor is not None:
-        return f"more results follow: next_page with query_id {record.query_id!r}"
-    return None
+        notes.append(EMPTY_NOTE)
+    elif record.next_cursor is not None:
+        notes.append(f"more results follow: next_page with query_id {record.query_id!r}")
+    return " ".join(notes) or None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from uda.query.contracts import SearchOptions, SearchRequest, SearchResult
+    from uda.query.deadlines import Degradation
     from uda.query.explanation import Explanation
 
 
@@ -46,6 +47,11 @@ class SearchResponse(Protocol):
     @property
     def query_id(self) -> str | None:
         """The saved search's id in the store (None: not saved)."""
+        ...
+
+    @property
+    def degraded(self) -> Sequence[Degradation]:
+        """Backends the answer was made without (empty: a full answer)."""
         ...
 
     def to_batches(self) -> pa.RecordBatchReader:

@@ -226,6 +226,11 @@ class SearchAnswer(BaseModel):
         description="The search's id in the store: reopen_query answers it again, as it was, "
         "in this or any later conversation (kept 30 days).",
     )
+    degraded: list[str] = Field(
+        default_factory=list[str],
+        description="Backends this answer was made without (they failed or were too slow), "
+        "and what is missing because of it; empty for a full answer.",
+    )
     hits: list[Hit]
     note: str | None = None
 

@@ -55,6 +55,7 @@ class QueryRecord:
     next_cursor: str | None = None  # where `next_page` continues (None: the last page)
     saved_id: str | None = None  # the store's id of the search (`reopen_query`)
     reopened: bool = False  # pages come from the saved search (`rerun`), not a new one
+    degraded: tuple[str, ...] = ()  # backends the answer was made without, described
 
     def result(self, rank: int) -> SearchResult:
         """The result at 1-based `rank`.

@@ -109,6 +109,7 @@ def _remember(
         next_cursor=response.next_cursor,
         saved_id=response.query_id,
         reopened=reopened,
+        degraded=tuple(d.describe() for d in response.degraded),
     )
     deps.conversation.add(record)
     return answers.search_answer(record)

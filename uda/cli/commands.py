@@ -183,6 +183,15 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--explain", action="store_true", help="show the plan and every leg's rank and contribution"
     )
+    search.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long the whole search may take (default: the profile's search_timeout_s, "
+        "5 s); a backend that cannot answer in time is left out and a warning says so",
+    )
+    _add_strict(search)
 
     rerun = commands.add_parser(
         "rerun",
@@ -196,6 +205,7 @@ def _parser() -> argparse.ArgumentParser:
     rerun.add_argument("--format", choices=["table", "json", "arrow"], default="table")
     rerun.add_argument("--output", type=Path, default=None, help="write to this file")
     rerun.add_argument("--explain", action="store_true", help="show the plan and every leg")
+    _add_strict(rerun)
 
     commands.add_parser(
         "check",
@@ -470,6 +480,15 @@ def _as_of(raw: str | None) -> int | datetime | None:
         ) from None
 
 
+def _add_strict(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 3 when the answer is degraded (a backend failed or was too late and was "
+        "left out); without it the answer is printed with a warning and the exit is 0",
+    )
+
+
 def _search(client: Any, args: argparse.Namespace) -> int:
 
     clearance = [
@@ -494,6 +513,8 @@ def _search(client: Any, args: argparse.Namespace) -> int:
         options["as_of"] = as_of
     if args.order_by is not None:
         options["order_by"] = args.order_by
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
     from uda.cli.render import refuse_binary_on_terminal
 
     refuse_binary_on_terminal(args)
@@ -510,6 +531,16 @@ def _rerun(client: Any, args: argparse.Namespace) -> int:
 
 
 def _print_pages(pages: list[Any], args: argparse.Namespace, *, ranked: bool) -> int:
+    """Print the pages; a degraded answer warns (and with --strict exits 3)."""
+    from uda.cli import render as cli_format
+
+    printed = _print_answer(pages, args, ranked=ranked)
+    if cli_format.warn_if_degraded(pages) and args.strict:
+        return EXIT_BACKEND
+    return printed
+
+
+def _print_answer(pages: list[Any], args: argparse.Namespace, *, ranked: bool) -> int:
     from uda.cli import render as cli_format
 
     if args.format == "arrow":

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from uda.errors import InvalidRequestError
 from uda.query.contracts import SearchResult
+from uda.query.deadlines import Degradation
 from uda.query.results import ResultViews
 
 
@@ -58,11 +59,29 @@ def as_json(pages: Sequence[ResultViews], *, explain: bool) -> str:
         "results": [r.model_dump(mode="json") for page in pages for r in page.results],
         "next_cursor": pages[-1].next_cursor,
         "query_id": pages[0].query_id,
+        "degraded": [d.to_dict() for d in degraded(pages)],
     }
     if explain:
         explained = [page.explain().to_dict() for page in pages]
         payload["explain"] = explained[0] if len(explained) == 1 else explained
     return json.dumps(payload, indent=2, default=str)
+
+
+def degraded(pages: Sequence[ResultViews]) -> list[Degradation]:
+    """The backends any of the pages was answered without, each once."""
+    seen: dict[tuple[str, str], Degradation] = {}
+    for page in pages:
+        for d in page.degraded:
+            seen.setdefault((d.backend, d.leg), d)
+    return list(seen.values())
+
+
+def warn_if_degraded(pages: Sequence[ResultViews]) -> bool:
+    """One warning line on standard error per backend left out; whether there was any."""
+    left_out = degraded(pages)
+    for d in left_out:
+        print(f"warning: degraded answer: {d.describe()}", file=sys.stderr)
+    return bool(left_out)
 
 
 def refuse_binary_on_terminal(args: Any) -> None:

@@ -46,11 +46,13 @@ from uda.http.problems import request_id_of
 from uda.http.wire import (
     ARROW_STREAM,
     CLEARANCE_HEADER,
+    DEGRADED_HEADER,
     META_CLEARANCE,
     META_EXPLAIN,
     META_NEXT_CURSOR,
     META_QUERY_ID,
     NARROWED_HEADER,
+    degraded_header,
     negotiate,
     stream_chunks,
 )
@@ -184,6 +186,9 @@ def create_app(
     ) -> Response:
         query_id = response.query_id or ""
         headers = clearance_headers(decision)
+        if response.degraded:
+            headers[DEGRADED_HEADER] = degraded_header(response.degraded)
+            metrics.record_degraded(response.degraded)
         explanation = response.explain().to_dict()
         if wanted == "arrow":
             extra = {
@@ -201,6 +206,7 @@ def create_app(
                 "results": response.results,
                 "plan": explanation["plan"],
                 "next_cursor": response.next_cursor,
+                "degraded": [d.to_dict() for d in response.degraded],
             }
         )
         return JSONResponse(out.model_dump(mode="json"), headers=headers)
@@ -304,7 +310,7 @@ def create_app(
         summary="Prometheus metrics (text exposition format)",
     )
     async def prometheus() -> PlainTextResponse:
-        return PlainTextResponse(metrics.render(), media_type=CONTENT_TYPE)
+        return PlainTextResponse(metrics.render(client.circuit_states()), media_type=CONTENT_TYPE)
 
     install_data_routes(app, client, answer=answer, headers=clearance_headers)
     install_aggregate(app, client)

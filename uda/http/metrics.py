@@ -12,6 +12,8 @@ import bisect
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
+from uda.query.deadlines import Degradation
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # Request latencies span a health probe (sub-millisecond) to a cold search (seconds).
@@ -117,6 +119,10 @@ class Metrics:
             "HTTP request latency by route and method, until the last byte was sent.",
             REQUEST_BUCKETS,
         )
+        self.degraded = Counter(
+            "uda_search_degraded_total",
+            "Searches answered without a backend (failed or too late), by backend and leg.",
+        )
         self.phases = Histogram(
             "uda_search_phase_duration_seconds",
             "Search latency per planner phase (embed, phase1, phase2, phase3, total).",
@@ -128,14 +134,29 @@ class Metrics:
         self.requests.inc({"route": route, "method": method, "status": str(status)})
         self.latency.observe({"route": route, "method": method}, seconds)
 
+    def record_degraded(self, degraded: Iterable[Degradation]) -> None:
+        """Count the backends a search answered without."""
+        for d in degraded:
+            self.degraded.inc({"backend": d.backend, "leg": d.leg})
+
     def record_phases(self, timings_ms: Mapping[str, float]) -> None:
         """Record the phase timings a plan collected (milliseconds, as `Plan.timings_ms`)."""
         for phase, ms in timings_ms.items():
             self.phases.observe({"phase": phase}, ms / 1000)
 
-    def render(self) -> str:
-        """Every metric in the text exposition format."""
+    def render(self, circuits: Mapping[str, str] | None = None) -> str:
+        """Every metric in the text exposition format, with the backends' circuit states."""
         lines: list[str] = []
-        for metric in (self.requests, self.latency, self.phases):
+        for metric in (self.requests, self.latency, self.phases, self.degraded):
             lines += metric.render()
+        lines += [
+            "# HELP uda_backend_circuit_open Whether a backend's circuit breaker skips it "
+            "(1 open, 0.5 half open: one probe call, 0 closed).",
+            "# TYPE uda_backend_circuit_open gauge",
+        ]
+        for backend, state in sorted((circuits or {}).items()):
+            value = {"open": 1.0, "half_open": 0.5}.get(state, 0.0)
+            lines.append(
+                f"uda_backend_circuit_open{_labels((('backend', backend),))} {_number(value)}"
+            )
         return "\n".join(lines) + "\n"

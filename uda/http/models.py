@@ -25,6 +25,16 @@ class ClearanceOut(BaseModel):
     capped: bool = Field(description="whether the request asked beyond the grant (not given)")
 
 
+class DegradedOut(BaseModel):
+    """A backend an answer was made without."""
+
+    model_config = ConfigDict(frozen=True)
+
+    backend: str = Field(description="the connector's name")
+    leg: str = Field(description="semantic, lexical or graph")
+    reason: str = Field(description="what happened: an error, or no answer within the deadline")
+
+
 class SearchOut(BaseModel):
     """The JSON answer to a search (the Arrow answer carries the same in its stream)."""
 
@@ -41,6 +51,11 @@ class SearchOut(BaseModel):
         default=None,
         description="send it back as `cursor`, with the same request, for the next page; "
         "null on the last page",
+    )
+    degraded: list[DegradedOut] = Field(
+        default_factory=list["DegradedOut"],
+        description="backends this answer was made without (failed or too late), and why; "
+        "empty for a full answer. Clearance is enforced the same either way.",
     )
 
 

@@ -19,7 +19,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from uda.errors import ConnectorError, QueryNotFoundError, UDAError, UserError
+from uda.errors import (
+    BackendUnavailableError,
+    ConnectorError,
+    QueryNotFoundError,
+    UDAError,
+    UserError,
+)
 from uda.http.auth import Authenticator
 from uda.http.errors import AuthenticationError, ElementNotFoundError, PermissionDeniedError
 from uda.http.wire import PROBLEM_JSON, REQUEST_ID_HEADER
@@ -170,6 +176,20 @@ def install(app: FastAPI, auth: Authenticator) -> None:
             request_id=request_id,
         )
 
+    async def unavailable(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, BackendUnavailableError)  # noqa: S101 - registered for this type
+        request_id = request_id_of(request)
+        log.warning("request %s: %s", request_id, exc)
+        late = exc.reason.startswith("no answer")
+        return problem_response(
+            503,
+            f"{exc.connector} is unavailable ({'no answer in time' if late else 'it failed'}); "
+            "a search cannot be answered safely without it. Retry shortly.",
+            slug="backend-unavailable",
+            request_id=request_id,
+            headers={"Retry-After": "5"},
+        )
+
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         return internal_error_response(request_id_of(request), exc)
 
@@ -181,6 +201,7 @@ def install(app: FastAPI, auth: Authenticator) -> None:
         (UserError, user_error),
         (RequestValidationError, validation),
         (StarletteHTTPException, http_error),
+        (BackendUnavailableError, unavailable),
         (ConnectorError, backend),
         (UDAError, internal),
     ]

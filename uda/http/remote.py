@@ -28,6 +28,7 @@ import httpx
 from pydantic import BaseModel
 
 from uda.errors import (
+    BackendUnavailableError,
     ConfigError,
     ConnectorError,
     InvalidRequestError,
@@ -130,6 +131,9 @@ def _raise_for_problem(response: httpx.Response) -> None:
         raise ElementNotFoundError(detail, field=field)
     if status < 500:
         raise InvalidRequestError(detail, field=field)
+    if status == 503 and str(problem.get("type", "")).endswith("backend-unavailable"):
+        # A backend the service cannot answer without: the same error as a local client's.
+        raise BackendUnavailableError(str(response.url.host), f"{status}: {detail}")
     if status in {502, 503, 504}:
         raise ConnectorError(str(response.url.host), f"{status}: {detail}")
     raise PlanError("remote", f"{status}: {detail}")

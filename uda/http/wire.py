@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +24,14 @@ API_KEY_HEADER = "X-API-Key"
 REQUEST_ID_HEADER = "X-Request-ID"
 CLEARANCE_HEADER = "X-UDA-Clearance"
 NARROWED_HEADER = "X-UDA-Clearance-Narrowed"
+# On a degraded answer: `backend:leg` for each backend left out, comma-separated.
+DEGRADED_HEADER = "X-UDA-Degraded"
+
+
+def degraded_header(degraded: Iterable[Any]) -> str:
+    """The `X-UDA-Degraded` value of a degraded answer's `degraded` list."""
+    return ", ".join(f"{d.backend}:{d.leg}" for d in degraded)
+
 
 # Schema metadata keys the server adds to a result stream (JSON-encoded values).
 META_EXPLAIN = b"uda.http.explain"

@@ -55,6 +55,9 @@ class SearchRequest(BaseModel):
     order_by: str | None = Field(default=None, min_length=1, max_length=200)
     # The previous page's `next_cursor`, with the same request otherwise (limit may change).
     cursor: str | None = Field(default=None, min_length=1, max_length=2000)
+    # Seconds the whole search may take (default: the profile's `search_timeout_s`). A
+    # backend that cannot answer in time is left out and the answer says so (`degraded`).
+    timeout: float | None = Field(default=None, gt=0, le=60)
 
     @field_validator("limit", "expand_depth", "pool_size", mode="before")
     @classmethod
@@ -135,6 +138,7 @@ class SearchOptions(TypedDict, total=False):
     pool_size: int
     order_by: str
     cursor: str
+    timeout: float
 
 
 def search_request(

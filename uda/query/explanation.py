@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from uda.query.deadlines import Degradation
 from uda.query.exact import ExactMatch, MatchKind
 from uda.query.fusion import Leg
 
@@ -191,4 +192,12 @@ def plan_from_dict(data: Mapping[str, Any]) -> Plan:
         pushdown=dataclasses.replace(plan.pushdown, element_types=types),
         as_of_ms=int(data.get("as_of_ms", plan.as_of_ms)),
         timings_ms={str(k): float(v) for k, v in data.get("timings_ms", {}).items()},
+        degraded=degradations_from(data.get("degraded") or []),
     )
+
+
+def degradations_from(items: Sequence[Mapping[str, Any]]) -> list[Degradation]:
+    """Degradations from their plain form (`Degradation.to_dict()`)."""
+    return [
+        Degradation(backend=str(d["backend"]), leg=d["leg"], reason=str(d["reason"])) for d in items
+    ]

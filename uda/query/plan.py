@@ -17,6 +17,7 @@ from uda.errors import UnknownElementTypeError, UnknownRelationError
 from uda.hlc import from_datetime, physical_ms, wall_clock_ms
 from uda.query.clearance import Clearance
 from uda.query.contracts import Centrality, SearchRequest, Traverse
+from uda.query.deadlines import DEFAULT_SEARCH_TIMEOUT_S, Degradation
 from uda.query.filters import parse_filters
 from uda.query.fusion import Leg
 from uda.query.ordering import describe_order, parse_order
@@ -52,6 +53,9 @@ class Plan:
     graph_connectors: tuple[str, ...] = ()
     system_of_record: str = ""
     timings_ms: dict[str, float] = field(default_factory=dict[str, float], compare=False)
+    search_timeout_s: float = DEFAULT_SEARCH_TIMEOUT_S
+    # Backends left out of this answer (a failure or a missed deadline), filled as it runs.
+    degraded: list[Degradation] = field(default_factory=list[Degradation], compare=False)
 
     def describe(self) -> str:
         """A readable account of the plan."""
@@ -90,6 +94,8 @@ class Plan:
             + "; weights "
             + ", ".join(f"{leg.value}={w:g}" for leg, w in self.weights.items()),
         ]
+        for degradation in self.degraded:
+            lines.append(f"degraded: {degradation.describe()}")
         if self.timings_ms:
             lines.append(
                 "timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in self.timings_ms.items())
@@ -127,6 +133,7 @@ class Plan:
                 "system_of_record": self.system_of_record,
             },
             "timings_ms": dict(self.timings_ms),
+            "degraded": [d.to_dict() for d in self.degraded],
         }
 
 
@@ -200,6 +207,7 @@ def make_plan(
         graph_candidates=request.graph_candidates,
         traverse=request.traverse,
         max_context_nodes=defaults.max_context_nodes,
+        search_timeout_s=request.timeout or defaults.deadlines.search_s,
         order=None if request.query is not None else parse_order(request.order_by),
         vector_connectors=vector,
         text_connectors=text,

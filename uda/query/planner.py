@@ -8,24 +8,26 @@ phase 3 on every candidate, context node and edge.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
-from connectors.contract.filter_tree import evaluate
+from connectors.contract.filter_tree import evaluate, relation_predicates
 from connectors.contract.records import ChunkHit, GraphEdge
 from connectors.contract.system_of_record import StateClearance, StoredState
 from ontology import element_class
 from uda.config import SearchDefaults
 from uda.embedder import Embedder
-from uda.errors import MissingCapabilityError, PlanError, UDAError
+from uda.errors import BackendUnavailableError, MissingCapabilityError, PlanError, UDAError
 from uda.query.clearance import state_visible
 from uda.query.concurrency import all_or_none, together
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Position
-from uda.query.filters.related import Neighbours, read_neighbours
+from uda.query.deadlines import Breakers, Budget, Guard
+from uda.query.filters.related import NO_NEIGHBOURS, Neighbours, read_neighbours
 from uda.query.fusion import (
     Fusion,
     Leg,
@@ -46,6 +48,7 @@ from uda.query.searches import Searches
 from uda.query.structured import select_page, structured_result
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
@@ -81,6 +84,7 @@ class Planner:
         embedder: Embedder,
         defaults: SearchDefaults,
         fusion: Fusion | None = None,
+        offline: Iterable[str] = (),
     ) -> None:
         self._vector = [c for c in connectors if isinstance(c, VectorCapable)]
         self._text = [c for c in connectors if isinstance(c, TextCapable)]
@@ -96,6 +100,11 @@ class Planner:
         self._defaults = defaults
         self._fusion: Fusion = ReciprocalRankFusion() if fusion is None else fusion
         self._searches = Searches(self, system_of_record)
+        self._sor_name: str = getattr(system_of_record, "name", type(system_of_record).__name__)
+        # Shared by every search of this planner: a backend that keeps failing is skipped.
+        self.breakers = Breakers()
+        # Stores that could not connect when the client opened: connected on first use.
+        self._offline = set(offline)
 
     def plan(self, request: SearchRequest) -> Plan:
         """Resolve a request against the profile (validates clearance, filters, types)."""
@@ -143,11 +152,26 @@ class Planner:
         saved query vector, so that a rerun embeds nothing.
         """
         if plan.order is not None:
-            return await self._structured(plan, position), None
+            return await self._structured(plan, self._guard(plan), position), None
         return await self._ranked(plan, position, embedding)
 
+    def _guard(self, plan: Plan) -> Guard:
+        """This search's deadlines, counted from now.
+
+        Called after the query is embedded: a cold model may take seconds to load, and the
+        deadlines bound the waiting for backends.
+        """
+        return Guard(
+            Budget(self._defaults.deadlines, search_s=plan.search_timeout_s),
+            self.breakers,
+            plan.degraded,
+        )
+
     async def _ranked(
-        self, plan: Plan, position: Position | None, embedding: Sequence[float] | None = None
+        self,
+        plan: Plan,
+        position: Position | None,
+        embedding: Sequence[float] | None = None,
     ) -> tuple[SearchResponse, list[float]]:
         if embedding is None:
             query = plan.request.query or ""
@@ -157,47 +181,70 @@ class Planner:
             query_vector: list[float] = computed.tolist()
         else:
             query_vector = list(embedding)
-        phase1 = await self._timed(plan, "phase1", self._phase1(plan, query_vector))
+        guard = self._guard(plan)
+        phase1 = await self._timed(plan, "phase1", self._phase1(plan, guard, query_vector))
         candidate_ids = sorted({k[0] for k in phase1.semantic} | {k[0] for k in phase1.lexical})
-        edges, graph_nodes = await self._timed(plan, "phase2", self._phase2(plan, candidate_ids))
+        edges, graph_nodes = await self._timed(
+            plan, "phase2", self._phase2(plan, guard, candidate_ids)
+        )
         offset = 0 if position is None else position.offset
         response = await self._timed(
             plan,
             "phase3",
-            self._phase3(plan, query_vector, phase1, candidate_ids, edges, graph_nodes, offset),
+            self._phase3(
+                plan, guard, query_vector, phase1, candidate_ids, edges, graph_nodes, offset
+            ),
         )
         return response, query_vector
 
-    async def _structured(self, plan: Plan, position: Position | None) -> SearchResponse:
+    async def _structured(
+        self, plan: Plan, guard: Guard, position: Position | None
+    ) -> SearchResponse:
         """One page of a structured retrieval, with the matches' context nodes."""
         order = plan.order or DEFAULT_ORDER
         page = await self._timed(
             plan,
             "select",
             select_page(
-                self._sor,
+                lambda selection: guard.required(
+                    self._sor_name, self._sor.select_states(selection)
+                ),
                 plan,
                 order,
                 None if position is None else position.after,
                 visible=lambda state: state_visible(plan.clearance, state),
-                neighbours=lambda ids: self._neighbours(plan, ids),
+                neighbours=lambda ids: self._neighbours(plan, guard, ids),
                 accept=lambda state, related: _eligible(plan, state, related),
             ),
         )
         ids = [state.element_id for state in page.states]
-        edges, graph_nodes = await self._timed(plan, "phase2", self._phase2(plan, ids))
+        edges, graph_nodes = await self._timed(plan, "phase2", self._phase2(plan, guard, ids))
         states = {state.element_id: state for state in page.states}
-        _, clearances = await self._read_states(plan, [], sorted(graph_nodes - states.keys()))
+        _, clearances = await self._read_states(
+            plan, guard, [], sorted(graph_nodes - states.keys())
+        )
         visible = set(states) | {
             eid for eid, clearance in clearances.items() if state_visible(plan.clearance, clearance)
         }
         _, adj = reachable_subgraph(edges, visible, ids, plan.expand_depth, plan.backward_hops)
-        context = await self._context(plan, ids, adj, states)
+        context = await self._context(plan, guard, ids, adj, states)
         return SearchResponse(
             plan=plan,
             ranked=[structured_result(states[eid], context[eid]) for eid in ids],
             more=page.more,
         )
+
+    async def _online(self, connector: Connector, call: Callable[[], Awaitable[T]]) -> T:
+        """`call()`, once the connector is connected.
+
+        A store offline when the client opened is connected here, by the first search that
+        needs it and that its breaker lets through.
+        """
+        if connector.name in self._offline:
+            await connector.connect()
+            self._offline.discard(connector.name)
+            log.warning("%s is connected: searches use it again", connector.name)
+        return await call()
 
     @staticmethod
     async def _timed(plan: Plan, phase: str, work: Awaitable[T]) -> T:
@@ -212,40 +259,73 @@ class Planner:
             plan.timings_ms[phase] = (time.perf_counter() - started) * 1000
 
     # -- phase 1 --------------------------------------------------------------------------
-    async def _phase1(self, plan: Plan, embedding: list[float]) -> _Phase1:
+    async def _phase1(self, plan: Plan, guard: Guard, embedding: list[float]) -> _Phase1:
+        """Every retrieval leg at once; a leg that fails or is too late is left out.
+
+        Raises:
+            BackendUnavailableError: no leg answered at all.
+        """
         k = plan.pool_size
         # A leg whose weight is zero cannot change the ranking: do not run it.
         vector = self._vector if plan.weights.get(Leg.SEMANTIC, 0.0) > 0 else []
         text = self._text if plan.weights.get(Leg.LEXICAL, 0.0) > 0 else []
-        vector_calls = [c.vector_search(embedding, k, plan.pushdown) for c in vector]
         query = plan.request.query or ""
-        text_calls = [c.text_search(query, k, plan.pushdown) for c in text]
-        results = await together([*vector_calls, *text_calls])
+        calls = [
+            guard.optional(
+                c.name,
+                "semantic",
+                self._online(c, lambda c=c: c.vector_search(embedding, k, plan.pushdown)),
+            )
+            for c in vector
+        ] + [
+            guard.optional(
+                c.name,
+                "lexical",
+                self._online(c, lambda c=c: c.text_search(query, k, plan.pushdown)),
+            )
+            for c in text
+        ]
+        results = await together(calls)
+        if calls and all(hits is None for hits in results):
+            raise BackendUnavailableError(
+                ", ".join(sorted({c.name for c in [*vector, *text]})),
+                "no retrieval leg answered: "
+                + "; ".join(d.describe() for d in plan.degraded[-len(calls) :]),
+            )
         out = _Phase1()
-        for hits in results[: len(vector_calls)]:
-            _collapse(hits, out.semantic)
-        for hits in results[len(vector_calls) :]:
-            _collapse(hits, out.lexical)
+        for hits in results[: len(vector)]:
+            _collapse(hits or (), out.semantic)
+        for hits in results[len(vector) :]:
+            _collapse(hits or (), out.lexical)
         return out
 
     # -- phase 2 --------------------------------------------------------------------------
     async def _phase2(
-        self, plan: Plan, candidate_ids: Sequence[str]
+        self, plan: Plan, guard: Guard, candidate_ids: Sequence[str]
     ) -> tuple[list[GraphEdge], set[str]]:
+        """The candidates' neighbourhoods; a graph store that fails is left out (no context)."""
         if plan.expand_depth == 0 or not self._graph or not candidate_ids:
             return [], set()
-        subgraphs = await together(
+        answered = await together(
             [
-                g.expand(
-                    candidate_ids,
-                    plan.expand_depth,
-                    plan.relations,
-                    plan.as_of,
-                    backward_hops=plan.backward_hops,
+                guard.optional(
+                    g.name,
+                    "graph",
+                    self._online(
+                        g,
+                        lambda g=g: g.expand(
+                            candidate_ids,
+                            plan.expand_depth,
+                            plan.relations,
+                            plan.as_of,
+                            backward_hops=plan.backward_hops,
+                        ),
+                    ),
                 )
                 for g in self._graph
             ]
         )
+        subgraphs = [sub for sub in answered if sub is not None]
         edges = {e.key: e for sub in subgraphs for e in sub.edges}
         nodes = {n for sub in subgraphs for n in sub.nodes}
         return list(edges.values()), nodes
@@ -254,6 +334,7 @@ class Planner:
     async def _phase3(
         self,
         plan: Plan,
+        guard: Guard,
         query_vector: list[float],
         phase1: _Phase1,
         candidate_ids: Sequence[str],
@@ -268,14 +349,14 @@ class Planner:
         the expansion reached); every leg is decayed and ranked over them and the ranks are
         fused; the best get their context nodes, read whole and checked again.
         """
-        states, visible = await self._visible_states(plan, candidate_ids, graph_nodes)
+        states, visible = await self._visible_states(plan, guard, candidate_ids, graph_nodes)
         seeds = [eid for eid in candidate_ids if eid in visible]
         seen_edges, adj = reachable_subgraph(
             edges, visible, seeds, plan.expand_depth, plan.backward_hops
         )
         semantic_raw = _leg_scores(phase1.semantic, states, visible)
         lexical_raw = _leg_scores(phase1.lexical, states, visible)
-        neighbours = await self._neighbours(plan, [eid for eid in states if eid in visible])
+        neighbours = await self._neighbours(plan, guard, [eid for eid in states if eid in visible])
         candidates = _eligible_candidates(
             plan, candidate_ids, states, visible, semantic_raw, lexical_raw, neighbours
         )
@@ -284,33 +365,48 @@ class Planner:
                 plan, graph_nodes, states, visible, adj, set(candidates), neighbours
             )
             candidates += reached
-            semantic_raw.update(await self._graph_semantic(plan, query_vector, reached, states))
+            semantic_raw.update(
+                await self._graph_semantic(plan, guard, query_vector, reached, states)
+            )
         evidence = rank(
             plan, self._fusion, candidates, states, semantic_raw, lexical_raw, seen_edges, adj
         )
         # A later page is a slice of the same ranking: same pool, same stamp, same clock.
         end = offset + plan.request.limit
         ordered = evidence.best(candidates, end)[offset:]
-        context = await self._context(plan, ordered, adj, states)
+        context = await self._context(plan, guard, ordered, adj, states)
         return SearchResponse(
             plan=plan,
             ranked=[evidence.result(states[eid], context[eid]) for eid in ordered],
             more=len(candidates) > end,
         )
 
-    async def _neighbours(self, plan: Plan, element_ids: Sequence[str]) -> Neighbours:
-        """What the filter's relation paths need: visible neighbours' values, one batch."""
-        return await read_neighbours(
-            plan.filter,
-            element_ids,
-            graphs=self._graph,
-            system_of_record=self._sor,
-            clearance=plan.clearance,
-            as_of=plan.as_of,
-        )
+    async def _neighbours(self, plan: Plan, guard: Guard, element_ids: Sequence[str]) -> Neighbours:
+        """What the filter's relation paths need: visible neighbours' values, one batch.
+
+        Not optional: without them a relation path cannot be decided, and leaving it out
+        would answer a different question.
+        """
+        if not relation_predicates(plan.filter) or not element_ids:
+            return NO_NEIGHBOURS
+        backends = ", ".join([*(g.name for g in self._graph), self._sor_name])
+
+        async def read() -> Neighbours:
+            for graph in self._graph:
+                await self._online(graph, _nothing)
+            return await read_neighbours(
+                plan.filter,
+                element_ids,
+                graphs=self._graph,
+                system_of_record=self._sor,
+                clearance=plan.clearance,
+                as_of=plan.as_of,
+            )
+
+        return await guard.required(backends, read())
 
     async def _visible_states(
-        self, plan: Plan, candidate_ids: Sequence[str], graph_nodes: set[str]
+        self, plan: Plan, guard: Guard, candidate_ids: Sequence[str], graph_nodes: set[str]
     ) -> tuple[dict[str, StoredState], set[str]]:
         """Whole states of what can be ranked, and every id `plan.clearance` may see."""
         # Whole states for what can be ranked; clearance only for nodes that can only be
@@ -319,7 +415,7 @@ class Planner:
         if plan.graph_candidates:
             whole |= graph_nodes
         states, clearances = await self._read_states(
-            plan, sorted(whole), sorted(graph_nodes - whole)
+            plan, guard, sorted(whole), sorted(graph_nodes - whole)
         )
         visible = {eid for eid, state in states.items() if state_visible(plan.clearance, state)}
         visible |= {
@@ -330,6 +426,7 @@ class Planner:
     async def _context(
         self,
         plan: Plan,
+        guard: Guard,
         ordered: Sequence[str],
         adj: Adjacency,
         states: Mapping[str, StoredState],
@@ -341,24 +438,28 @@ class Planner:
             )
             for eid in ordered
         }
-        shown = await self._context_states(plan, hops_of, states)
+        shown = await self._context_states(plan, guard, hops_of, states)
         return {
             eid: [(hop, shown[hop.element_id]) for hop in _hops_still_visible(hops, shown)]
             for eid, hops in hops_of.items()
         }
 
     async def _read_states(
-        self, plan: Plan, whole_ids: Sequence[str], clearance_ids: Sequence[str]
+        self, plan: Plan, guard: Guard, whole_ids: Sequence[str], clearance_ids: Sequence[str]
     ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
         """Whole states of `whole_ids` and clearances of `clearance_ids`, read concurrently."""
-        whole = asyncio.ensure_future(self._sor.fetch(whole_ids, plan.as_of))
-        cleared = asyncio.ensure_future(self._sor.fetch_clearances(clearance_ids, plan.as_of))
+        sor = self._sor_name
+        whole = asyncio.ensure_future(guard.required(sor, self._sor.fetch(whole_ids, plan.as_of)))
+        cleared = asyncio.ensure_future(
+            guard.required(sor, self._sor.fetch_clearances(clearance_ids, plan.as_of))
+        )
         await all_or_none([whole, cleared])
         return whole.result(), cleared.result()
 
     async def _context_states(
         self,
         plan: Plan,
+        guard: Guard,
         hops_of: Mapping[str, Sequence[ContextHop]],
         states: Mapping[str, StoredState],
     ) -> dict[str, StoredState]:
@@ -371,13 +472,14 @@ class Planner:
         missing = sorted(needed - states.keys())
         shown = {eid: states[eid] for eid in needed if eid in states}
         if missing:
-            fetched = await self._sor.fetch(missing, plan.as_of)
+            fetched = await guard.required(self._sor_name, self._sor.fetch(missing, plan.as_of))
             shown.update({eid: s for eid, s in fetched.items() if state_visible(plan.clearance, s)})
         return shown
 
     async def _graph_semantic(
         self,
         plan: Plan,
+        guard: Guard,
         query_vector: list[float],
         reached: Sequence[str],
         states: Mapping[str, StoredState],
@@ -391,12 +493,25 @@ class Planner:
         if not reached or plan.weights.get(Leg.SEMANTIC, 0.0) <= 0:
             return {}
         results = await together(
-            [c.vector_scores(query_vector, reached, plan.pushdown) for c in self._vector]
+            [
+                guard.optional(
+                    c.name,
+                    "semantic",
+                    self._online(
+                        c, lambda c=c: c.vector_scores(query_vector, reached, plan.pushdown)
+                    ),
+                )
+                for c in self._vector
+            ]
         )
         best: dict[tuple[str, int], _Best] = {}
         for hits in results:
-            _collapse(hits, best)
+            _collapse(hits or (), best)
         return _leg_scores(best, states, set(reached))
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _eligible_candidates(

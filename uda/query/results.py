@@ -9,6 +9,7 @@ crossed a wire (`ArrowResponse`) behave the same.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -19,7 +20,13 @@ import pyarrow as pa
 from ontology import Element, element_class, result_schema
 from ontology.elements import ContextLink
 from uda.query.contracts import SearchResult
-from uda.query.explanation import Explanation, LegExplanation, ResultExplanation
+from uda.query.deadlines import Degradation
+from uda.query.explanation import (
+    Explanation,
+    LegExplanation,
+    ResultExplanation,
+    degradations_from,
+)
 from uda.query.fusion import Leg
 from uda.query.rows import RankedResult, Rows, StateKey, record_batch
 
@@ -139,6 +146,15 @@ class ResultViews(ABC):
     next_cursor: str | None = None
     query_id: str | None = None
 
+    @property
+    def degraded(self) -> list[Degradation]:
+        """Backends left out of this answer, and why (empty: every backend answered).
+
+        A degraded answer is as safe as a full one (clearance is enforced the same), only
+        less complete: without the graph, results have no context and no centrality.
+        """
+        return []
+
     @abstractmethod
     def to_batches(self) -> pa.RecordBatchReader:
         """The results as Arrow record batches in `ontology.result_schema()`."""
@@ -197,6 +213,11 @@ class SearchResponse(ResultViews):
         """Whether another page follows (the planner then sets `next_cursor`)."""
         self.next_cursor = None
 
+    @property
+    def degraded(self) -> list[Degradation]:
+        """Backends left out of this answer, and why (empty: every backend answered)."""
+        return list(self.plan.degraded)
+
     def last_state(self) -> StoredState | None:
         """The state of the page's last result (where a structured next page starts)."""
         return self._ranked[-1].state if self._ranked else None
@@ -205,8 +226,18 @@ class SearchResponse(ResultViews):
         return len(self._ranked)
 
     def to_batches(self) -> pa.RecordBatchReader:
-        """The results as Arrow record batches in `ontology.result_schema()`."""
-        return pa.RecordBatchReader.from_batches(result_schema(), [record_batch(self._rows)])
+        """The results as Arrow record batches in `ontology.result_schema()`.
+
+        A degraded answer says so in the schema metadata (`DEGRADED_KEY`, a JSON list).
+        """
+        schema = result_schema()
+        batch = record_batch(self._rows)
+        if self.plan.degraded:
+            metadata = dict(schema.metadata or {})
+            metadata[DEGRADED_KEY] = json.dumps([d.to_dict() for d in self.plan.degraded]).encode()
+            schema = schema.with_metadata(metadata)  # pyright: ignore[reportUnknownMemberType]
+            batch = batch.replace_schema_metadata(metadata)  # pyright: ignore[reportUnknownMemberType]
+        return pa.RecordBatchReader.from_batches(schema, [batch])
 
     @cached_property
     def _rows(self) -> list[dict[str, Any]]:
@@ -282,10 +313,17 @@ class ArrowResponse(ResultViews):
         table: pa.Table,
         explanation: Mapping[str, Any] | None = None,
         next_cursor: str | None = None,
+        degraded: Sequence[Degradation] = (),
     ) -> None:
         self._table = table
         self._explanation = explanation
         self.next_cursor = next_cursor
+        self._degraded = list(degraded) or degraded_from_schema(table.schema)
+
+    @property
+    def degraded(self) -> list[Degradation]:
+        """Backends left out of this answer, as the side that ran it reported them."""
+        return list(self._degraded)
 
     def to_batches(self) -> pa.RecordBatchReader:
         """The results as Arrow record batches in `ontology.result_schema()`."""
@@ -309,6 +347,16 @@ class ArrowResponse(ResultViews):
     def explain(self) -> Explanation:
         """The plan and each leg's raw score, decayed score, rank and contribution."""
         return self._explained
+
+
+DEGRADED_KEY = b"uda.degraded"
+"""Schema metadata key of a degraded answer's result batches: the `degraded` list as JSON."""
+
+
+def degraded_from_schema(schema: pa.Schema) -> list[Degradation]:
+    """The degradations a result schema's metadata carries (none: a full answer)."""
+    raw = (schema.metadata or {}).get(DEGRADED_KEY)
+    return [] if raw is None else degradations_from(json.loads(raw))
 
 
 def _flat_properties(row: Mapping[str, Any]) -> dict[str, Any]:

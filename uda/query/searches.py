@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from connectors.base import RelationalCapable
 from connectors.contract.selection import Keyset
-from uda.errors import PlanError
+from uda.errors import BackendUnavailableError, PlanError, UserError
 from uda.hlc import wall_clock_ms
 from uda.query.clearance import Clearance
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Cursors, Position
+from uda.query.deadlines import bounded
 from uda.query.plan import Plan
 from uda.query.results import SearchResponse
 from uda.query.saved import QuerySaver, SavedQuery, new_query_id
+
+T = TypeVar("T")
 
 
 class Answers(Protocol):
@@ -63,7 +66,7 @@ class Searches:
             UserError: a bad request, or a cursor of another query, store or caller.
         """
         plan = self._planner.plan(request)
-        cursors = await self._cursor_keys()
+        cursors = await self._cursor_keys(plan)
         fingerprint = cursors.fingerprint(query_shape(plan))
         if request.cursor is not None:
             position = cursors.open(request.cursor, fingerprint)
@@ -108,7 +111,7 @@ class Searches:
             allowed = Clearance.parse(saved.request.clearance_scope)
             fields["clearance_scope"] = allowed.narrow(Clearance.parse(clearance_scope)).entries()
         plan = self._planner.plan(SearchRequest.build(**fields))
-        cursors = await self._cursor_keys()
+        cursors = await self._cursor_keys(plan)
         fingerprint = cursors.fingerprint(query_shape(plan))
         position = saved.first_page if cursor is None else cursors.open(cursor, fingerprint)
         position = replace(position, query_id=saved.query_id)
@@ -140,7 +143,7 @@ class Searches:
         response, vector = await self._planner.answer(plan, position, embedding)
         if first is not None:
             if stamp is not None:
-                first = replace(first, as_of=await stamp)
+                first = replace(first, as_of=await _within(plan, self._sor_name, stamp))
             position = replace(first, query_id=new_query_id())
             self._saver.save(
                 SavedQuery(
@@ -158,17 +161,40 @@ class Searches:
             raise PlanError("paging", "a later page without a position")
         response.query_id = position.query_id
         if response.more:
-            cursors = await self._cursor_keys()
+            cursors = await self._cursor_keys(plan)
             response.next_cursor = cursors.seal(
                 next_position(plan, position, response), fingerprint
             )
         plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
         return response
 
-    async def _cursor_keys(self) -> Cursors:
+    async def _cursor_keys(self, plan: Plan) -> Cursors:
         if self._cursors is None:
-            self._cursors = Cursors(await self._sor.instance_secret())
+            secret = self._sor.instance_secret()
+            self._cursors = Cursors(await _within(plan, self._sor_name, secret))
         return self._cursors
+
+    @property
+    def _sor_name(self) -> str:
+        return getattr(self._sor, "name", type(self._sor).__name__)
+
+
+async def _within(plan: Plan, backend: str, work: Awaitable[T]) -> T:
+    """A system-of-record call on the search's path, within the search's deadline.
+
+    Raises:
+        BackendUnavailableError: it did not answer in time (or failed).
+    """
+    try:
+        return await bounded(work, plan.search_timeout_s)
+    except TimeoutError:
+        raise BackendUnavailableError(
+            backend, f"no answer within {plan.search_timeout_s:.1f} s"
+        ) from None
+    except UserError:
+        raise
+    except Exception as exc:
+        raise BackendUnavailableError(backend, f"failed: {type(exc).__name__}: {exc}") from exc
 
 
 def query_shape(plan: Plan) -> dict[str, object]:
@@ -177,7 +203,9 @@ def query_shape(plan: Plan) -> dict[str, object]:
     The clearance is the resolved one (the HTTP service narrows a caller's request to its
     grant), so a cursor replayed under another clearance is refused.
     """
-    request = plan.request.model_dump(mode="json", exclude={"limit", "cursor", "clearance_scope"})
+    request = plan.request.model_dump(
+        mode="json", exclude={"limit", "cursor", "clearance_scope", "timeout"}
+    )
     return {"request": request, "clearance": plan.clearance.entries()}
 
 
@@ -191,6 +219,7 @@ def pinned(plan: Plan, position: Position) -> Plan:
         pool_size=pool,
         pushdown=replace(plan.pushdown, as_of=position.as_of),
         timings_ms={},
+        degraded=[],
     )
 
 

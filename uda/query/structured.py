@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from connectors.base import RelationalCapable
 from connectors.contract.filter_tree import required_relations
 from connectors.contract.selection import Keyset, StateOrder, StateSelection
 from connectors.contract.system_of_record import StoredState
@@ -27,6 +26,8 @@ should not cost a round trip per row."""
 
 ReadNeighbours = Callable[[Sequence[str]], Awaitable[Neighbours]]
 Accept = Callable[[StoredState, Neighbours], bool]
+Select = Callable[[StateSelection], Awaitable[list[StoredState]]]
+"""The system of record's `select_states`, as the planner calls it (under its deadline)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,7 +43,7 @@ class Page:
 
 
 async def select_page(
-    system_of_record: RelationalCapable,
+    select: Select,
     plan: Plan,
     order: StateOrder,
     after: Keyset | None,
@@ -60,7 +61,7 @@ async def select_page(
     batch = max(2 * (limit + 1), MIN_BATCH)
     matches: list[StoredState] = []
     while len(matches) <= limit:
-        rows = await system_of_record.select_states(
+        rows = await select(
             StateSelection(
                 search_filter=plan.pushdown,
                 order=order,
