@@ -25,11 +25,11 @@ from test_filter_trees import corpus
 import uda
 from uda.config import Profile, SearchDefaults
 from uda.embedder import SentenceTransformerEmbedder
-from uda.errors import BackendUnavailableError
+from uda.errors import BackendUnavailableError, StoresBehindError
 from uda.query.deadlines import Deadlines
 from uda.services.base import ServiceInfo
 
-DEADLINES = Deadlines(call_s=0.5, search_s=2.0, connect_s=2.0)
+DEADLINES = Deadlines(call_s=0.5, search_s=2.0, connect_s=2.0, write_s=2.0)
 BOUND_S = DEADLINES.search_s + 1.5  # and a margin for a loaded machine
 RECOVERY_S = 5.0  # the bound: whole answers again within 5 s of the return
 PUBLIC = ["public"]
@@ -280,3 +280,35 @@ def test_the_cli_warns_of_a_degraded_answer_and_fails_cleanly_without_the_store(
         assert "Task was destroyed" not in err
     assert main(search) == EXIT_OK
     assert "warning" not in capsys.readouterr().err
+
+
+def test_an_ingest_with_the_graph_store_paused_stands_and_sync_completes_it(
+    profile: Profile,
+    servers: tuple[str, ServiceInfo, int],
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    _, arcade, _ = servers
+    assert arcade.pid is not None
+    elements, relations = corpus()
+    with uda.Client(profile, embedder=embedder) as client:
+        with paused([arcade.pid]):
+            started = time.monotonic()
+            with pytest.raises(StoresBehindError) as caught:
+                client.ingest(elements, relations)
+            assert time.monotonic() - started < DEADLINES.write_s * 4 + 5
+            assert "uda sync" in str(caught.value)
+            assert any("arcadedb" in store for store in caught.value.behind)
+            assert caught.value.report.written == len(elements)
+            # The system of record has it all: searches answer (without graph context).
+            answer = client.search("payment retries", limit=5, clearance_scope=EVERYONE)
+            assert answer.results
+        assert not client.check().clean  # the graph store is behind, and says so
+        applied = client.sync()
+        assert sum(applied.values()) > 0
+        assert client.check().clean
+        # Nothing lost, nothing doubled: ingesting again changes nothing.
+        again = client.ingest(elements, relations)
+        assert again.written == 0
+        assert client.check().clean
+        whole = _recovered(client)
+        assert any(r.context_nodes for r in whole.results)

@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from uda.errors import (
+    BackendUnavailableError,
     ClockSkewError,
     ConfigError,
     ConnectorError,
@@ -24,6 +25,7 @@ from uda.errors import (
     MissingCapabilityError,
     MissingElementError,
     PlanError,
+    StoresBehindError,
     UDAError,
     UnknownClearanceError,
     UnknownConnectorError,
@@ -65,6 +67,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AsyncClient",
+    "BackendUnavailableError",
     "Client",
     "ClockSkewError",
     "ConfigError",
@@ -81,6 +84,7 @@ __all__ = [
     "SearchRequest",
     "SearchResponse",
     "SearchResult",
+    "StoresBehindError",
     "UDAError",
     "UnknownClearanceError",
     "UnknownConnectorError",

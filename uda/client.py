@@ -115,7 +115,11 @@ class AsyncClient:
             offline=offline,
         )
         self._writer = Writer(
-            system_of_record=sor, stores=derived_stores(connectors), embedder=embedder, clock=clock
+            system_of_record=sor,
+            stores=derived_stores(connectors),
+            embedder=embedder,
+            clock=clock,
+            write_timeout_s=self.profile.search.deadlines.write_s,
         )
         return self
 

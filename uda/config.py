@@ -18,6 +18,7 @@ A TOML file may name its own connectors and defaults:
     search_timeout_s = 5.0       # the whole search; a request's `timeout` overrides it
     timeouts = { arcadedb = 1.0 }  # per connector, by name
     connect_timeout_s = 10.0     # at start, for a store other than the system of record
+    write_timeout_s = 60.0       # one ingest page into a derived store (else: `uda sync`)
 """
 
 from __future__ import annotations
@@ -204,6 +205,9 @@ def _deadlines(section: Mapping[str, Any], defaults: Deadlines) -> Deadlines:
         ),
         connect_s=_seconds(
             section.get("connect_timeout_s", defaults.connect_s), "search.connect_timeout_s"
+        ),
+        write_s=_seconds(
+            section.get("write_timeout_s", defaults.write_s), "search.write_timeout_s"
         ),
         per_connector=per_connector,
     )

@@ -79,6 +79,26 @@ class ConnectorError(UDAError):
         self.connector = connector
 
 
+class StoresBehindError(ConnectorError):
+    """A write stands in the system of record, but some derived stores did not take it.
+
+    Nothing is lost: the outbox keeps what they still need, and `uda sync` (`client.sync()`)
+    applies it once they answer. `behind` names each store and why; `report` is what the
+    write did (an `IngestReport`), when it came from one.
+    """
+
+    def __init__(self, behind: dict[str, str], report: Any = None) -> None:
+        names = ", ".join(sorted(behind))
+        reasons = "; ".join(f"{name}: {why}" for name, why in sorted(behind.items()))
+        super().__init__(
+            names,
+            f"written to the system of record, not yet to {names} ({reasons}); "
+            "run `uda sync` when it is back",
+        )
+        self.behind = behind
+        self.report = report
+
+
 class BackendUnavailableError(ConnectorError):
     """A backend a search cannot do without failed or missed its deadline (HTTP 503).
 
@@ -115,6 +135,7 @@ __all__ = [
     "MissingElementError",
     "PlanError",
     "QueryNotFoundError",
+    "StoresBehindError",
     "UDAError",
     "UnknownClearanceError",
     "UnknownConnectorError",

@@ -22,7 +22,7 @@ from typing import Any
 from uda.agent.mcp_server import add_mcp_parser, run_mcp
 from uda.cli import data
 from uda.cli.aggregate import add_aggregate_parser, run_aggregate
-from uda.errors import ConnectorError, PlanError, UDAError, UserError
+from uda.errors import ConnectorError, PlanError, StoresBehindError, UDAError, UserError
 from uda.http.serve import add_serve_parser, run_serve
 
 EXIT_OK, EXIT_DIFFERENCES, EXIT_USAGE, EXIT_BACKEND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -266,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except UserError as exc:
         return _fail(args, exc, EXIT_USAGE)
+    except StoresBehindError as exc:  # its message says what to run: `uda sync`
+        return _fail(args, exc, EXIT_BACKEND)
     except (ConnectorError, PlanError, UDAError) as exc:
         return _fail(args, exc, EXIT_BACKEND, hint="run `uda check`; --debug shows details")
     except OSError as exc:

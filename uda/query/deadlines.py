@@ -34,6 +34,7 @@ Leg = Literal["semantic", "lexical", "graph"]
 DEFAULT_CALL_TIMEOUT_S = 2.0
 DEFAULT_SEARCH_TIMEOUT_S = 5.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+DEFAULT_WRITE_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +67,8 @@ class Deadlines:
     search_s: float = DEFAULT_SEARCH_TIMEOUT_S
     connect_s: float = DEFAULT_CONNECT_TIMEOUT_S
     """How long a client waits at start for a store other than the system of record."""
+    write_s: float = DEFAULT_WRITE_TIMEOUT_S
+    """How long one page of an ingest may take to land in a derived store."""
     per_connector: Mapping[str, float] = field(default_factory=dict[str, float])
 
     def call_for(self, backend: str) -> float:
@@ -271,6 +274,7 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_SEARCH_TIMEOUT_S",
+    "DEFAULT_WRITE_TIMEOUT_S",
     "Breakers",
     "Budget",
     "Deadlines",

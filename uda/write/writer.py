@@ -26,7 +26,9 @@ from connectors.contract.records import OPEN, GraphEdge, GraphNode
 from connectors.contract.system_of_record import ChunkRow, OutboxItem, StoredState, WriteBatch
 from ontology import Element, KnowledgeAsset, Relation
 from uda.embedder import Embedder
+from uda.errors import ConnectorError, StoresBehindError, UserError
 from uda.hlc import HybridLogicalClock, epoch_ms
+from uda.query.deadlines import DEFAULT_WRITE_TIMEOUT_S, bounded
 from uda.query.filters import element_filter_values
 from uda.write.chunking import DEFAULT_MAX_TOKENS, chunk_text
 from uda.write.validation import (
@@ -119,12 +121,16 @@ class Writer:
         embedder: Embedder,
         clock: HybridLogicalClock,
         max_chunk_tokens: int = DEFAULT_MAX_TOKENS,
+        write_timeout_s: float = DEFAULT_WRITE_TIMEOUT_S,
     ) -> None:
         self._sor = system_of_record
         self._stores = list(stores)
         self._embedder = embedder
         self._clock = clock
         self._max_chunk_tokens = max_chunk_tokens
+        # Each page applied to a derived store must land within this: a hung store leaves
+        # its entries in the outbox (`StoresBehindError`) instead of hanging the ingest.
+        self._write_timeout_s = write_timeout_s
         # One writer at a time in this process: versions are read, then incremented.
         self._lock = asyncio.Lock()
 
@@ -184,16 +190,21 @@ class Writer:
                     hlc=self._clock.last,
                 )
             )
-            await self._sync_locked()
-        return IngestReport(
-            written=len(changed),
-            unchanged=len(typed) - len(changed),
-            chunks=len(chunks),
-            embedded=embedded,
-            edges=len(new_edges),
-            edges_unchanged=len(edges) - len(new_edges),
-            hlc=self._clock.last,
-        )
+            report = IngestReport(
+                written=len(changed),
+                unchanged=len(typed) - len(changed),
+                chunks=len(chunks),
+                embedded=embedded,
+                edges=len(new_edges),
+                edges_unchanged=len(edges) - len(new_edges),
+                hlc=self._clock.last,
+            )
+            try:
+                await self._sync_locked()
+            except StoresBehindError as exc:
+                exc.report = report
+                raise
+        return report
 
     async def delete(self, element_ids: Iterable[str]) -> IngestReport:
         """Tombstone elements: a new state that hides them, and their edges closed."""
@@ -259,13 +270,37 @@ class Writer:
             return await self._sync_locked()
 
     async def _sync_locked(self) -> dict[str, int]:
-        results = await asyncio.gather(*(self._drain(store) for store in self._stores))
-        return {store.key: applied for store, applied in zip(self._stores, results, strict=True)}
+        """Drain every store's outbox; each store on its own, so one down stops no other.
+
+        Raises:
+            StoresBehindError: stores that failed, each with its reason (their entries stay
+                in the outbox for the next sync).
+        """
+        results = await asyncio.gather(
+            *(self._drain(store) for store in self._stores), return_exceptions=True
+        )
+        behind: dict[str, str] = {}
+        applied: dict[str, int] = {}
+        for store, result in zip(self._stores, results, strict=True):
+            if isinstance(result, int):
+                applied[store.key] = result
+            elif isinstance(result, Exception) and not isinstance(result, UserError):
+                behind[store.key] = f"{type(result).__name__}: {result}".splitlines()[0]
+            else:
+                raise result  # cancellation, or a mistake that is not the store's
+        if behind:
+            raise StoresBehindError(behind)
+        return applied
 
     async def _drain(self, store: DerivedStore) -> int:
         applied = 0
         while items := await self._sor.pending(store.key, _OUTBOX_PAGE):
-            await self._apply(store, items)
+            try:
+                await bounded(self._apply(store, items), self._write_timeout_s)
+            except TimeoutError:
+                raise ConnectorError(
+                    store.key, f"no answer within {self._write_timeout_s:g} s"
+                ) from None
             await self._sor.acknowledge(store.key, items)
             applied += len(items)
         return applied
