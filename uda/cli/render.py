@@ -6,6 +6,7 @@ import json
 import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import pyarrow as pa
@@ -82,6 +83,14 @@ def warn_if_degraded(pages: Sequence[ResultViews]) -> bool:
     for d in left_out:
         print(f"warning: degraded answer: {d.describe()}", file=sys.stderr)
     return bool(left_out)
+
+
+def emit(text: str, output: Path | None) -> None:
+    """Text to standard output, or to `output` (with a final newline)."""
+    if output is None:
+        print(text)
+    else:
+        output.write_text(text + "\n")
 
 
 def refuse_binary_on_terminal(args: Any) -> None:
