@@ -16,24 +16,15 @@ import csv
 import io
 import json
 import sys
-import typing
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from uda.cli.search import context_filters_of, parse_as_of
 from uda.errors import InvalidRequestError
 from uda.query.aggregates import AggregateRequest, AggregateResponse, aggregate_request
 
 EXIT_OK = 0
 METRICS = ("count", "min", "max", "avg")
-_FILTER_OPS = (
-    ("!=", "$ne"),
-    (">=", "$gte"),
-    ("<=", "$lte"),
-    (">", "$gt"),
-    ("<", "$lt"),
-    ("=", "$eq"),
-)
 
 
 def add_aggregate_parser(commands: Any) -> argparse.ArgumentParser:
@@ -102,50 +93,11 @@ def _error(flag: str, message: str, value: Any) -> InvalidRequestError:
     return InvalidRequestError(f"{flag} {value!r}: {message}", field=flag, value=value)
 
 
-def _where(text: str) -> dict[str, Any]:
-    source = text
-    if text.startswith("@"):
-        try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise _error("--where", str(exc.strerror), source) from None
-    try:
-        tree = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _error("--where", f"not JSON ({exc.msg})", source) from None
-    if not isinstance(tree, dict):
-        raise _error("--where", "a filter tree is a JSON object", source)
-    return typing.cast("dict[str, Any]", tree)
-
-
-def _filter(text: str) -> tuple[str, dict[str, Any]]:
-    for symbol, op in _FILTER_OPS:
-        field, sep, raw = text.partition(symbol)
-        if sep and field.strip():
-            try:
-                value: Any = json.loads(raw.strip())
-            except json.JSONDecodeError:
-                value = raw.strip()
-            if not isinstance(value, bool | int | float):
-                value = raw.strip()
-            return field.strip(), {op: value}
-    raise _error("--filter", "write FIELD=VALUE (or !=, >, >=, <, <=)", text)
-
-
 def _metric(text: str) -> dict[str, Any]:
     name, _, field = text.partition(":")
     if name not in METRICS or (name == "count") != (not field):
         raise _error("--metric", "write count, min:FIELD, max:FIELD or avg:FIELD", text)
     return {"metric": name} if name == "count" else {"metric": name, "metric_field": field}
-
-
-def _as_of(raw: str) -> int | datetime:
-    if raw.isdigit():
-        return int(raw)
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise _error("--as-of", "give an ISO datetime or an HLC stamp", raw) from None
 
 
 def request_of(args: argparse.Namespace) -> AggregateRequest:
@@ -154,14 +106,7 @@ def request_of(args: argparse.Namespace) -> AggregateRequest:
     Raises:
         InvalidRequestError: a malformed flag, naming it.
     """
-    flat: dict[str, dict[str, Any]] = {}
-    for text in args.filter:
-        field, condition = _filter(text)
-        flat.setdefault(field, {}).update(condition)
-    filters: dict[str, Any] = dict(flat)
-    if args.where is not None:
-        where = _where(args.where)
-        filters = {"$and": [where, flat]} if flat else where
+    filters = context_filters_of(args)
     options: dict[str, Any] = {"group_by": list(args.group_by), **_metric(args.metric)}
     if args.temporal is not None:
         field, sep, unit = str(args.temporal).rpartition(":")
@@ -175,7 +120,7 @@ def request_of(args: argparse.Namespace) -> AggregateRequest:
     if args.element_types:
         options["element_types"] = args.element_types
     if args.as_of is not None:
-        options["as_of"] = _as_of(args.as_of)
+        options["as_of"] = parse_as_of(args.as_of)
     clearance = [
         e.strip()
         for entry in (args.clearance or ["internal"])

@@ -31,9 +31,6 @@ from uda.cli.exits import (
 from uda.cli.render import emit
 from uda.cli.search import (
     add_search_parsers,
-    parse_as_of,
-    parse_filter,
-    parse_where,
     run_rerun,
     run_search,
 )
@@ -213,13 +210,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_OK
     with _connect(args) as client:
         if args.command in data.COMMANDS:
-            return data.run_data(
-                client,
-                args,
-                parse_filter=parse_filter,
-                parse_where=parse_where,
-                parse_as_of=parse_as_of,
-            )
+            return data.run_data(client, args)
         if args.command == "ingest":
             return _ingest(client, args)
         if args.command == "search":

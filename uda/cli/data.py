@@ -17,21 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from uda.cli.search import context_filters_of, parse_as_of
 from uda.errors import InvalidRequestError
 from uda.query.discovery import MAX_LISTED_VALUES, FilterPath
 from uda.query.export import DEFAULT_MAX_ROWS, EXTENSIONS, FORMATS, ExportReport
 
 COMMANDS = frozenset({"export", "fields"})
 DEFAULT_CLEARANCE = "internal"  # as `uda search`
-
-ParseFilter = Callable[[str], tuple[str, dict[str, Any]]]
-ParseWhere = Callable[[str], dict[str, Any]]
-ParseAsOf = Callable[[str | None], int | datetime | None]
 
 
 def _clearance_option(parser: argparse.ArgumentParser) -> None:
@@ -123,14 +119,7 @@ def _clearance(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def run_data(
-    client: Any,
-    args: argparse.Namespace,
-    *,
-    parse_filter: ParseFilter,
-    parse_where: ParseWhere,
-    parse_as_of: ParseAsOf,
-) -> int:
+def run_data(client: Any, args: argparse.Namespace) -> int:
     """Run `uda export` or `uda fields` on an open client; returns the exit code.
 
     Raises:
@@ -138,14 +127,7 @@ def run_data(
     """
     if args.command == "fields":
         return _fields(client, args)
-    flat: dict[str, dict[str, Any]] = {}
-    for text in args.filter:
-        field, condition = parse_filter(text)
-        flat.setdefault(field, {}).update(condition)
-    filters: dict[str, Any] = dict(flat)
-    if args.where is not None:
-        where = parse_where(args.where)
-        filters = {"$and": [where, flat]} if flat else where
+    filters = context_filters_of(args)
     options: dict[str, Any] = {"expand_depth": args.depth}
     for name, value in (
         ("element_types", args.element_types),

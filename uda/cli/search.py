@@ -201,6 +201,22 @@ def _add_strict(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def context_filters_of(args: argparse.Namespace) -> dict[str, Any]:
+    """Every `--filter` (ANDed) and the `--where` tree, as one `context_filters`.
+
+    Raises:
+        CliError: a malformed option, naming it.
+    """
+    flat: dict[str, dict[str, Any]] = {}
+    for text in args.filter:
+        field, condition = parse_filter(text)
+        flat.setdefault(field, {}).update(condition)
+    if args.where is None:
+        return dict(flat)
+    where = parse_where(args.where)
+    return {"$and": [where, flat]} if flat else where
+
+
 def run_search(client: Any, args: argparse.Namespace) -> int:
     """`uda search`: one page, the page `--cursor` names, or with `--all` every page."""
     clearance = [
@@ -209,14 +225,7 @@ def run_search(client: Any, args: argparse.Namespace) -> int:
         for e in entry.split(",")
         if e.strip()
     ]
-    flat: dict[str, dict[str, Any]] = {}
-    for text in args.filter:
-        field, condition = parse_filter(text)
-        flat.setdefault(field, {}).update(condition)
-    filters: dict[str, Any] = dict(flat)
-    if args.where is not None:
-        where = parse_where(args.where)
-        filters = {"$and": [where, flat]} if flat else where
+    filters = context_filters_of(args)
     options: dict[str, Any] = {"expand_depth": args.depth}
     if args.element_types:
         options["element_types"] = args.element_types
@@ -309,6 +318,7 @@ def _pages(
 
 __all__ = [
     "add_search_parsers",
+    "context_filters_of",
     "parse_as_of",
     "parse_filter",
     "parse_where",
