@@ -312,3 +312,31 @@ def test_an_ingest_with_the_graph_store_paused_stands_and_sync_completes_it(
         assert client.check().clean
         whole = _recovered(client)
         assert any(r.context_nodes for r in whole.results)
+
+
+def test_an_aggregate_without_the_system_of_record_fails_fast(
+    profile: Profile,
+    servers: tuple[str, ServiceInfo, int],
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    _, _, postmaster = servers
+    elements, relations = corpus()
+    with uda.Client(profile, embedder=embedder) as client:
+        client.ingest(elements, relations)
+        counted = client.aggregate(clearance_scope=EVERYONE, group_by=["element_type"])
+        with paused(_cluster(postmaster)):
+            for group_by in (["element_type"], ["partOf.name"]):  # pushed down, and in Python
+                started = time.monotonic()
+                with pytest.raises(BackendUnavailableError):
+                    client.aggregate(clearance_scope=EVERYONE, group_by=group_by)
+                assert time.monotonic() - started < BOUND_S
+        deadline = time.monotonic() + RECOVERY_S
+        while True:  # the breaker-free path: the next call after the return answers
+            try:
+                again = client.aggregate(clearance_scope=EVERYONE, group_by=["element_type"])
+                break
+            except BackendUnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        assert again.rows == counted.rows

@@ -247,6 +247,24 @@ async def bounded(work: Awaitable[T], timeout: float) -> T:
     return task.result()
 
 
+async def required_within(backend: str, work: Awaitable[T], timeout: float) -> T:
+    """A call to a backend nothing can be answered without, within `timeout` seconds.
+
+    For calls outside a search's `Guard` (its stamp and secret, an aggregate's reads).
+
+    Raises:
+        BackendUnavailableError: it did not answer in time, or failed.
+    """
+    try:
+        return await bounded(work, timeout)
+    except TimeoutError:
+        raise BackendUnavailableError(backend, f"no answer within {timeout:.1f} s") from None
+    except UserError:
+        raise
+    except Exception as exc:
+        raise BackendUnavailableError(backend, f"failed: {type(exc).__name__}: {exc}") from exc
+
+
 def _abandon(task: asyncio.Future[Any]) -> None:
     """Cancel a call no one waits for any more, and keep its end out of the logs."""
     task.cancel()
@@ -281,4 +299,5 @@ __all__ = [
     "Degradation",
     "Guard",
     "bounded",
+    "required_within",
 ]

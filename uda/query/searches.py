@@ -16,12 +16,12 @@ from typing import Protocol, TypeVar
 
 from connectors.base import RelationalCapable
 from connectors.contract.selection import Keyset
-from uda.errors import BackendUnavailableError, PlanError, UserError
+from uda.errors import PlanError
 from uda.hlc import wall_clock_ms
 from uda.query.clearance import Clearance
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Cursors, Position
-from uda.query.deadlines import bounded
+from uda.query.deadlines import required_within
 from uda.query.plan import Plan
 from uda.query.results import SearchResponse
 from uda.query.saved import QuerySaver, SavedQuery, new_query_id
@@ -180,21 +180,8 @@ class Searches:
 
 
 async def _within(plan: Plan, backend: str, work: Awaitable[T]) -> T:
-    """A system-of-record call on the search's path, within the search's deadline.
-
-    Raises:
-        BackendUnavailableError: it did not answer in time (or failed).
-    """
-    try:
-        return await bounded(work, plan.search_timeout_s)
-    except TimeoutError:
-        raise BackendUnavailableError(
-            backend, f"no answer within {plan.search_timeout_s:.1f} s"
-        ) from None
-    except UserError:
-        raise
-    except Exception as exc:
-        raise BackendUnavailableError(backend, f"failed: {type(exc).__name__}: {exc}") from exc
+    """A system-of-record call on the search's path, within the search's deadline."""
+    return await required_within(backend, work, plan.search_timeout_s)
 
 
 def query_shape(plan: Plan) -> dict[str, object]:

@@ -18,8 +18,9 @@ and `uda check` says when they are not.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from itertools import product
+from typing import TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, system_of_record
 from connectors.contract.aggregation import (
@@ -53,9 +54,12 @@ from uda.query.aggregates.result import (
 )
 from uda.query.clearance import state_visible
 from uda.query.contracts import SearchRequest
+from uda.query.deadlines import required_within
 from uda.query.filters.related import Neighbours, read_neighbours
 from uda.query.plan import Plan
 from uda.query.planner import Planner
+
+T = TypeVar("T")
 
 BATCH = 1000
 """States read from the system of record at once on the Python path."""
@@ -103,6 +107,7 @@ class Aggregator:
         self._sor: RelationalCapable = system_of_record(connectors)
         self._graphs = [c for c in connectors if isinstance(c, GraphCapable)]
         self._pushdown = pushdown
+        self._sor_name: str = getattr(self._sor, "name", type(self._sor).__name__)
 
     async def aggregate(self, request: AggregateRequest) -> AggregateResponse:
         """Count the visible matches of `request` by its groups.
@@ -145,19 +150,22 @@ class Aggregator:
         if request.metric == "avg" and plan.metric_is_float:
             return None
         pushdown = search.pushdown
-        found = await self._sor.aggregate_states(
-            StateAggregation(
-                max_sensitivity_rank=pushdown.max_sensitivity_rank,
-                projects=pushdown.projects,
-                all_projects=pushdown.all_projects,
-                element_types=search.element_types,
-                tree=search.filter,
-                group_by=tuple(k.key for k in plan.keys),
-                temporal=plan.temporal,
-                metric_field=plan.metric_field,
-                metric_kind=plan.metric_kind,
-                metric_total=request.metric == "avg",
-            )
+        found = await self._required(
+            search,
+            self._sor.aggregate_states(
+                StateAggregation(
+                    max_sensitivity_rank=pushdown.max_sensitivity_rank,
+                    projects=pushdown.projects,
+                    all_projects=pushdown.all_projects,
+                    element_types=search.element_types,
+                    tree=search.filter,
+                    group_by=tuple(k.key for k in plan.keys),
+                    temporal=plan.temporal,
+                    metric_field=plan.metric_field,
+                    metric_kind=plan.metric_kind,
+                    metric_total=request.metric == "avg",
+                ),
+            ),
         )
         if found is None:
             return None
@@ -173,14 +181,17 @@ class Aggregator:
         matched = 0
         after: Keyset | None = None
         while True:
-            rows = await self._sor.select_states(
-                StateSelection(
-                    search_filter=search.pushdown,
-                    order=_BY_ID,
-                    limit=BATCH,
-                    after=after,
-                    related=required_relations(search.filter),
-                )
+            rows = await self._required(
+                search,
+                self._sor.select_states(
+                    StateSelection(
+                        search_filter=search.pushdown,
+                        order=_BY_ID,
+                        limit=BATCH,
+                        after=after,
+                        related=required_relations(search.filter),
+                    )
+                ),
             )
             shown = [state for state in rows if state_visible(search.clearance, state)]
             if shown:
@@ -208,7 +219,22 @@ class Aggregator:
             _count(plan, state, related, partials)
         return partials, len(states)
 
+    async def _required(self, search: Plan, work: Awaitable[T]) -> T:
+        """A read no count can be made without, within the search's deadline.
+
+        A hung store fails the aggregate fast (`BackendUnavailableError`, HTTP 503).
+        """
+        return await required_within(self._sor_name, work, search.search_timeout_s)
+
     async def _neighbours(self, search: Plan, tree: FilterNode, ids: Sequence[str]) -> Neighbours:
+        backends = ", ".join([*(g.name for g in self._graphs), self._sor_name])
+        return await required_within(
+            backends, self._read_neighbours(search, tree, ids), search.search_timeout_s
+        )
+
+    async def _read_neighbours(
+        self, search: Plan, tree: FilterNode, ids: Sequence[str]
+    ) -> Neighbours:
         return await read_neighbours(
             tree,
             ids,
