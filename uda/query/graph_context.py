@@ -8,7 +8,7 @@ and nothing to any count or centrality.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -180,3 +180,18 @@ def context_hops(
                 )
         frontier = following
     return hops
+
+
+def hops_still_visible(hops: Sequence[ContextHop], shown: Container[str]) -> list[ContextHop]:
+    """The hops whose node is shown, without those reached through a node that is not.
+
+    Hops come breadth first, so a node's `via` is decided before the node.
+    """
+    kept: list[ContextHop] = []
+    gone: set[str] = set()
+    for hop in hops:
+        if hop.element_id not in shown or hop.via in gone:
+            gone.add(hop.element_id)
+        else:
+            kept.append(hop)
+    return kept

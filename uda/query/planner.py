@@ -11,17 +11,24 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
-from connectors.contract.filter_tree import evaluate, relation_predicates
-from connectors.contract.records import ChunkHit, GraphEdge
+from connectors.contract.filter_tree import relation_predicates
+from connectors.contract.records import GraphEdge
 from connectors.contract.system_of_record import StateClearance, StoredState
-from ontology import element_class
 from uda.config import SearchDefaults
 from uda.embedder import Embedder
 from uda.errors import BackendUnavailableError, MissingCapabilityError, PlanError, UDAError
+from uda.query.candidates import (
+    BestChunk,
+    Phase1,
+    collapse,
+    eligible,
+    eligible_candidates,
+    graph_candidates,
+    leg_scores,
+)
 from uda.query.clearance import state_visible
 from uda.query.concurrency import all_or_none, together
 from uda.query.contracts import SearchRequest
@@ -37,6 +44,7 @@ from uda.query.graph_context import (
     Adjacency,
     ContextHop,
     context_hops,
+    hops_still_visible,
     reachable_subgraph,
 )
 from uda.query.ordering import DEFAULT_ORDER
@@ -49,20 +57,6 @@ from uda.query.structured import select_page, structured_result
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-
-@dataclass(kw_only=True)
-class _Best:
-    """The best chunk of one element state on one leg."""
-
-    score: float
-    text: str
-
-
-@dataclass(kw_only=True)
-class _Phase1:
-    semantic: dict[tuple[str, int], _Best] = field(default_factory=dict[tuple[str, int], _Best])
-    lexical: dict[tuple[str, int], _Best] = field(default_factory=dict[tuple[str, int], _Best])
 
 
 class Planner:
@@ -214,7 +208,7 @@ class Planner:
                 None if position is None else position.after,
                 visible=lambda state: state_visible(plan.clearance, state),
                 neighbours=lambda ids: self._neighbours(plan, guard, ids),
-                accept=lambda state, related: _eligible(plan, state, related),
+                accept=lambda state, related: eligible(plan, state, related),
             ),
         )
         ids = [state.element_id for state in page.states]
@@ -259,7 +253,7 @@ class Planner:
             plan.timings_ms[phase] = (time.perf_counter() - started) * 1000
 
     # -- phase 1 --------------------------------------------------------------------------
-    async def _phase1(self, plan: Plan, guard: Guard, embedding: list[float]) -> _Phase1:
+    async def _phase1(self, plan: Plan, guard: Guard, embedding: list[float]) -> Phase1:
         """Every retrieval leg at once; a leg that fails or is too late is left out.
 
         Raises:
@@ -292,11 +286,11 @@ class Planner:
                 "no retrieval leg answered: "
                 + "; ".join(d.describe() for d in plan.degraded[-len(calls) :]),
             )
-        out = _Phase1()
+        out = Phase1()
         for hits in results[: len(vector)]:
-            _collapse(hits or (), out.semantic)
+            collapse(hits or (), out.semantic)
         for hits in results[len(vector) :]:
-            _collapse(hits or (), out.lexical)
+            collapse(hits or (), out.lexical)
         return out
 
     # -- phase 2 --------------------------------------------------------------------------
@@ -336,7 +330,7 @@ class Planner:
         plan: Plan,
         guard: Guard,
         query_vector: list[float],
-        phase1: _Phase1,
+        phase1: Phase1,
         candidate_ids: Sequence[str],
         edges: Sequence[GraphEdge],
         graph_nodes: set[str],
@@ -354,14 +348,14 @@ class Planner:
         seen_edges, adj = reachable_subgraph(
             edges, visible, seeds, plan.expand_depth, plan.backward_hops
         )
-        semantic_raw = _leg_scores(phase1.semantic, states, visible)
-        lexical_raw = _leg_scores(phase1.lexical, states, visible)
+        semantic_raw = leg_scores(phase1.semantic, states, visible)
+        lexical_raw = leg_scores(phase1.lexical, states, visible)
         neighbours = await self._neighbours(plan, guard, [eid for eid in states if eid in visible])
-        candidates = _eligible_candidates(
+        candidates = eligible_candidates(
             plan, candidate_ids, states, visible, semantic_raw, lexical_raw, neighbours
         )
         if plan.graph_candidates:
-            reached = _graph_candidates(
+            reached = graph_candidates(
                 plan, graph_nodes, states, visible, adj, set(candidates), neighbours
             )
             candidates += reached
@@ -440,7 +434,7 @@ class Planner:
         }
         shown = await self._context_states(plan, guard, hops_of, states)
         return {
-            eid: [(hop, shown[hop.element_id]) for hop in _hops_still_visible(hops, shown)]
+            eid: [(hop, shown[hop.element_id]) for hop in hops_still_visible(hops, shown)]
             for eid, hops in hops_of.items()
         }
 
@@ -504,98 +498,14 @@ class Planner:
                 for c in self._vector
             ]
         )
-        best: dict[tuple[str, int], _Best] = {}
+        best: dict[tuple[str, int], BestChunk] = {}
         for hits in results:
-            _collapse(hits or (), best)
-        return _leg_scores(best, states, set(reached))
+            collapse(hits or (), best)
+        return leg_scores(best, states, set(reached))
 
 
 async def _nothing() -> None:
     return None
-
-
-def _eligible_candidates(
-    plan: Plan,
-    candidate_ids: Sequence[str],
-    states: Mapping[str, StoredState],
-    visible: set[str],
-    semantic_raw: Mapping[str, tuple[float, str]],
-    lexical_raw: Mapping[str, tuple[float, str]],
-    neighbours: Neighbours,
-) -> list[str]:
-    """Phase 1's candidates that are visible, eligible, and scored on a leg, in their order."""
-    return [
-        eid
-        for eid in candidate_ids
-        if eid in visible
-        and _eligible(plan, states[eid], neighbours)
-        and (eid in semantic_raw or eid in lexical_raw)
-    ]
-
-
-def _graph_candidates(
-    plan: Plan,
-    graph_nodes: set[str],
-    states: Mapping[str, StoredState],
-    visible: set[str],
-    adj: Adjacency,
-    known: set[str],
-    neighbours: Neighbours,
-) -> list[str]:
-    """Nodes the expansion reached over visible edges that may compete as results."""
-    return [
-        n
-        for n in sorted(graph_nodes)
-        if n in visible and n not in known and _eligible(plan, states[n], neighbours) and n in adj
-    ]
-
-
-def _collapse(hits: Iterable[ChunkHit], into: dict[tuple[str, int], _Best]) -> None:
-    """Chunks to element states: the best chunk wins and is kept as the snippet."""
-    for hit in hits:
-        key = (hit.element_id, hit.version)
-        best = into.get(key)
-        if best is None or hit.score > best.score:
-            into[key] = _Best(score=hit.score, text=hit.text)
-
-
-def _leg_scores(
-    best: Mapping[tuple[str, int], _Best], states: Mapping[str, StoredState], visible: set[str]
-) -> dict[str, tuple[float, str]]:
-    """Raw scores of visible candidates, from the chunks of the state being returned only.
-
-    A hit on another version means the store's copy is stale; it is dropped, not trusted.
-    """
-    out: dict[str, tuple[float, str]] = {}
-    for (eid, version), hit in best.items():
-        if eid in visible and states[eid].version == version:
-            out[eid] = (hit.score, hit.text)
-    return out
-
-
-def _hops_still_visible(
-    hops: Sequence[ContextHop], shown: Mapping[str, StoredState]
-) -> list[ContextHop]:
-    """The hops whose node is shown, without those reached through a node that is not.
-
-    Hops come breadth first, so a node's `via` is decided before the node.
-    """
-    kept: list[ContextHop] = []
-    gone: set[str] = set()
-    for hop in hops:
-        if hop.element_id not in shown or hop.via in gone:
-            gone.add(hop.element_id)
-        else:
-            kept.append(hop)
-    return kept
-
-
-def _eligible(plan: Plan, state: StoredState, neighbours: Neighbours) -> bool:
-    """A candidate must be a searchable type of the request and match the filter tree."""
-    cls = element_class(state.element_type)
-    if cls is None or not cls.knowledge_asset or state.element_type not in plan.element_types:
-        return False
-    return evaluate(plan.filter, state.filter_values, neighbours.of(state.element_id))
 
 
 __all__ = ["ContextHop", "Planner"]
