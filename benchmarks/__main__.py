@@ -32,6 +32,7 @@ suites:
   scale     synthetic ontology: latency per phase, throughput, siloed / floor / txtai ratios
   ingest    ingest throughput against the raw embedding throughput of the same model
   structured  lists without a query (relation path + date range) and deep pages, by cursor
+  resilience  uda serve under 16 clients while ArcadeDB or PostgreSQL is stopped and restarted
 
 output (under --out, default benchmarks/results/<preset>/):
   report.json         every figure, the targets, the machine and package versions
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         metavar="SUITES",
-        help="comma-separated subset of: scifact,multihop,keps,scale,ingest,structured "
+        help="comma-separated subset of: scifact,multihop,keps,scale,ingest,structured,resilience "
         "(default: all)",
     )
     parser.add_argument(

@@ -13,7 +13,7 @@ from typing import Literal
 from benchmarks.datasets import MULTIHOP_SETS
 
 PresetName = Literal["smoke", "quick", "full"]
-SUITES = ("scifact", "multihop", "keps", "scale", "ingest", "structured")
+SUITES = ("scifact", "multihop", "keps", "scale", "ingest", "structured", "resilience")
 
 # (centrality, centrality weight, graph_candidates) for the multi-hop graph rows.
 GraphVariant = tuple[Literal["degree", "pagerank"], float, bool]
@@ -57,6 +57,11 @@ class Preset:
     throughput_queries: int
     concurrency: tuple[int, ...]
     ingest_docs: int | None
+    # resilience (issue 17): concurrent searchers for `seconds`, a backend away `fault_s`
+    resilience_clients: int = 16
+    resilience_seconds: float = 60.0
+    resilience_fault_s: float = 20.0
+    resilience_chunks: int = 2000
 
     def without_sizes_above(self, max_chunks: int) -> Preset:
         """The same preset without scale points above `max_chunks`."""
@@ -86,6 +91,10 @@ PRESETS: dict[str, Preset] = {
         throughput_queries=12,
         concurrency=(1, 2),
         ingest_docs=30,
+        resilience_clients=4,
+        resilience_seconds=8.0,
+        resilience_fault_s=3.0,
+        resilience_chunks=200,
     ),
     "quick": Preset(
         name="quick",

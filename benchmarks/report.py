@@ -263,6 +263,25 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "ratio_to_uda_server",
     ),
     "ingest": ("chunks", "seconds", "chunks_per_s", "ratio_to_raw"),
+    "resilience": (
+        "searches",
+        "whole",
+        "degraded",
+        "unavailable_503",
+        "errors",
+        "wall_p50_ms",
+        "wall_p99_ms",
+        "fault_p99_ms",
+        "unavailable_p99_ms",
+        "recovery_s",
+        "leaks",
+        "writes_acknowledged",
+        "lost",
+        "check_clean",
+        "open_files_growth",
+        "pg_sessions_growth",
+        "log_noise",
+    ),
 }
 
 

@@ -47,6 +47,10 @@ def _suite(name: str) -> Suite:
         from benchmarks.suites import structured
 
         return structured.run
+    if name == "resilience":
+        from benchmarks.suites import resilience
+
+        return resilience.run
     raise ValueError(f"unknown suite {name!r}")
 
 

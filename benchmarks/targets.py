@@ -190,8 +190,80 @@ def evaluate_targets(suites: Mapping[str, Mapping[str, Any]], preset: str) -> li
         )
     out += _exact_match_targets(rows)
     out += _structured_targets(rows)
+    out += _resilience_targets(rows)
     out += _reproduction(rows, suites, preset)
     return out
+
+
+RESILIENCE_CLIENTS = 16
+RESILIENCE_SECONDS = 60.0
+
+
+def _resilience_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
+    """Issue 17: under 16 clients for 60 s, a backend away for 20 s costs no error, no leak,
+    no answer later than the deadline plus 100 ms, and answers are whole within 5 s of its
+    return; with the system of record away, 503s as fast, and nothing acknowledged lost."""
+    out: list[Target] = []
+    for row in (r for r in rows if r["suite"] == "resilience"):
+        m = row["metrics"]
+        scenario = row["method"].removeprefix("resilience: ")
+        slug = re.sub(r"\W+", "_", scenario)
+        full = (
+            params(row, "clients") >= RESILIENCE_CLIENTS
+            and params(row, "seconds") >= RESILIENCE_SECONDS
+        )
+        size = f"{params(row, 'clients')} clients, {params(row, 'seconds'):.0f} s"
+        bound = m["deadline_ms"] + 100
+        wanted: list[tuple[str, str, str, float, bool]] = [
+            ("errors", "searches that failed", "== 0", m["errors"], m["errors"] == 0),
+            (
+                "p99",
+                "p99 ms of every search",
+                f"<= {bound:.0f}",
+                m["wall_p99_ms"],
+                m["wall_p99_ms"] <= bound,
+            ),
+            ("leaks", "clearance leaks", "== 0", m["leaks"], m["leaks"] == 0),
+            (
+                "recovery",
+                "s until answers are whole again",
+                f"<= {RECOVERY_S:g}",
+                m["recovery_s"],
+                m["recovery_s"] <= RECOVERY_S,
+            ),
+            (
+                "lost",
+                "acknowledged writes lost (check clean)",
+                "== 0",
+                m["lost"],
+                m["lost"] == 0 and m["check_clean"] == 1,
+            ),
+        ]
+        if m["unavailable_503"]:
+            wanted.append(
+                (
+                    "fast_503",
+                    "p99 ms of the 503s",
+                    f"<= {bound:.0f}",
+                    m["unavailable_p99_ms"],
+                    m["unavailable_p99_ms"] <= bound,
+                )
+            )
+        for key, what, goal, figure, met in wanted:
+            out.append(
+                Target(
+                    id=f"resilience_{slug}_{key}",
+                    description=f"resilience, {scenario}: {what}",
+                    target=goal,
+                    figure=figure,
+                    met=met if full else None,
+                    detail=size if full else f"{size}: judged at 16 clients, 60 s",
+                )
+            )
+    return out
+
+
+RECOVERY_S = 5.0
 
 
 def _structured_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:

@@ -124,3 +124,8 @@ def test_every_suite_ran_and_every_row_has_figures(
         leaks = [r for r in report["suites"]["keps"]["rows"] if r["method"] == "clearance"]
         assert leaks
         assert all(r["metrics"]["leaks"] == 0 for r in leaks)
+    # A backend stopped, paused or restarted under load: no leak, nothing acknowledged lost.
+    for row in report["suites"]["resilience"]["rows"]:
+        assert row["metrics"]["leaks"] == 0, row["method"]
+        assert row["metrics"]["lost"] == 0, row["method"]
+        assert row["metrics"]["check_clean"] == 1, row["method"]

@@ -1,20 +1,23 @@
-"""Chaos on real servers: ArcadeDB and PostgreSQL paused (SIGSTOP) in the middle of searches.
+"""Chaos on real servers: ArcadeDB and PostgreSQL paused (SIGSTOP), killed (SIGKILL) and
+restarted, or ending their sessions, in the middle of searches, ingests and aggregates.
 
-A paused graph store costs a search at most its deadline and the answer says it was made
-without it, with clearance as strict as ever; a paused system of record fails the search
-fast with an error naming it. Resumed (SIGCONT), the next searches are whole again.
+A paused or dead graph store costs a search at most its deadline and the answer says it was
+made without it, with clearance as strict as ever; a paused or dead system of record fails
+the search fast with an error naming it. Resumed or restarted, the next searches are whole
+again, without restarting the client.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,9 @@ from uda.config import Profile, SearchDefaults
 from uda.embedder import SentenceTransformerEmbedder
 from uda.errors import BackendUnavailableError, StoresBehindError
 from uda.query.deadlines import Deadlines
+from uda.services.arcadedb import ArcadeDBService
 from uda.services.base import ServiceInfo
+from uda.services.postgres import PostgresService
 
 DEADLINES = Deadlines(call_s=0.5, search_s=2.0, connect_s=2.0, write_s=2.0)
 BOUND_S = DEADLINES.search_s + 1.5  # and a margin for a loaded machine
@@ -36,29 +41,51 @@ PUBLIC = ["public"]
 EVERYONE = ["restricted", "project:*"]
 
 
+@dataclasses.dataclass(frozen=True)
+class Servers:
+    """The real servers of this module, and how to find their processes."""
+
+    url: str
+    postgres: PostgresService
+    arcadedb: ArcadeDBService
+
+    @property
+    def arcade(self) -> ServiceInfo:
+        info = self.arcadedb.status()
+        assert info is not None
+        assert info.pid is not None
+        return info
+
+    def postmaster(self) -> int:
+        state = self.postgres.load_state() or {}
+        pid_file = Path(state["data_dir"]) / "postmaster.pid"
+        return int(pid_file.read_text().split("\n", 1)[0])
+
+
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ServiceInfo, int]]:
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     pytest.importorskip("psycopg")
     pytest.importorskip("arcadedb_embedded")
     from arcadedb_fixtures import running_arcadedb
     from postgres_fixtures import running_postgres
 
     root = tmp_path_factory.mktemp("chaos")
-    with running_postgres(root / "pg") as (pg, url), running_arcadedb(root / "arc") as (_, info):
-        state = pg.load_state() or {}
-        pid_file = Path(state["data_dir"]) / "postmaster.pid"
-        postmaster = int(pid_file.read_text().split("\n", 1)[0])
-        yield url, info, postmaster
+    with running_postgres(root / "pg") as (pg, url), running_arcadedb(root / "arc") as (arc, _):
+        yield Servers(url, pg, arc)
 
 
 @pytest.fixture
-def profile(servers: tuple[str, ServiceInfo, int], tmp_path: Path) -> Profile:
+def profile(servers: Servers, tmp_path: Path) -> Profile:
     from arcadedb_fixtures import server_profile
 
-    url, arcade, _ = servers
     unique = uuid.uuid4().hex[:10]
     base = server_profile(
-        tmp_path, url, arcade, schema=f"s_{unique}", database=f"d_{unique}", exact=True
+        tmp_path,
+        servers.url,
+        servers.arcade,
+        schema=f"s_{unique}",
+        database=f"d_{unique}",
+        exact=True,
     )
     return dataclasses.replace(base, search=SearchDefaults(deadlines=DEADLINES))
 
@@ -118,10 +145,10 @@ def _visible(result: object, clearance: list[str]) -> bool:
 
 def test_a_paused_graph_store_degrades_searches_until_it_resumes(
     profile: Profile,
-    servers: tuple[str, ServiceInfo, int],
+    servers: Servers,
     embedder: SentenceTransformerEmbedder,
 ) -> None:
-    _, arcade, _ = servers
+    arcade = servers.arcade
     assert arcade.pid is not None
     elements, relations = corpus()
     with uda.Client(profile, embedder=embedder) as client:
@@ -146,10 +173,10 @@ def test_a_paused_graph_store_degrades_searches_until_it_resumes(
 
 def test_a_paused_system_of_record_fails_fast_and_recovers(
     profile: Profile,
-    servers: tuple[str, ServiceInfo, int],
+    servers: Servers,
     embedder: SentenceTransformerEmbedder,
 ) -> None:
-    _, _, postmaster = servers
+    postmaster = servers.postmaster()
     elements, relations = corpus()
     with uda.Client(profile, embedder=embedder) as client:
         client.ingest(elements, relations)
@@ -167,7 +194,7 @@ def test_a_paused_system_of_record_fails_fast_and_recovers(
 
 async def test_http_flags_a_degraded_answer_and_answers_503_without_the_store(
     profile: Profile,
-    servers: tuple[str, ServiceInfo, int],
+    servers: Servers,
     embedder: SentenceTransformerEmbedder,
 ) -> None:
     import httpx
@@ -177,7 +204,7 @@ async def test_http_flags_a_degraded_answer_and_answers_503_without_the_store(
     from uda.http import create_app
     from uda.http.remote import AsyncRemoteClient
 
-    _, arcade, postmaster = servers
+    arcade, postmaster = servers.arcade, servers.postmaster()
     assert arcade.pid is not None
     keys = Keys()
     elements, relations = http_corpus()
@@ -248,14 +275,14 @@ def _profile_file(profile: Profile, folder: Path) -> Path:
 
 def test_the_cli_warns_of_a_degraded_answer_and_fails_cleanly_without_the_store(
     profile: Profile,
-    servers: tuple[str, ServiceInfo, int],
+    servers: Servers,
     embedder: SentenceTransformerEmbedder,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from uda.cli.commands import EXIT_BACKEND, EXIT_OK, main
 
-    _, arcade, postmaster = servers
+    arcade, postmaster = servers.arcade, servers.postmaster()
     assert arcade.pid is not None
     elements, relations = corpus()
     with uda.Client(profile, embedder=embedder) as client:
@@ -284,10 +311,10 @@ def test_the_cli_warns_of_a_degraded_answer_and_fails_cleanly_without_the_store(
 
 def test_an_ingest_with_the_graph_store_paused_stands_and_sync_completes_it(
     profile: Profile,
-    servers: tuple[str, ServiceInfo, int],
+    servers: Servers,
     embedder: SentenceTransformerEmbedder,
 ) -> None:
-    _, arcade, _ = servers
+    arcade = servers.arcade
     assert arcade.pid is not None
     elements, relations = corpus()
     with uda.Client(profile, embedder=embedder) as client:
@@ -316,10 +343,10 @@ def test_an_ingest_with_the_graph_store_paused_stands_and_sync_completes_it(
 
 def test_an_aggregate_without_the_system_of_record_fails_fast(
     profile: Profile,
-    servers: tuple[str, ServiceInfo, int],
+    servers: Servers,
     embedder: SentenceTransformerEmbedder,
 ) -> None:
-    _, _, postmaster = servers
+    postmaster = servers.postmaster()
     elements, relations = corpus()
     with uda.Client(profile, embedder=embedder) as client:
         client.ingest(elements, relations)
@@ -340,3 +367,110 @@ def test_an_aggregate_without_the_system_of_record_fails_fast(
                     raise
                 time.sleep(0.2)
         assert again.rows == counted.rows
+
+
+# -- killed and restarted --------------------------------------------------------------
+@contextmanager
+def killed(pids: list[int], restart: Callable[[], object]) -> Iterator[None]:
+    """The processes killed (SIGKILL: a crash, no goodbye), started again at the end."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _gone(pids)
+    try:
+        yield
+    finally:
+        restart()
+
+
+def _gone(pids: list[int], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)  # our child (ArcadeDB's launcher): reap it
+            try:
+                state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1]
+            except OSError:
+                break
+            if state.split()[0] == "Z":
+                break
+            time.sleep(0.05)
+
+
+def test_a_killed_graph_store_degrades_searches_until_it_is_restarted(
+    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+) -> None:
+    elements, relations = corpus()
+    with uda.Client(profile, embedder=embedder) as client:
+        client.ingest(elements, relations)
+        whole = client.search("payment retries", limit=5, clearance_scope=EVERYONE)
+        assert any(r.context_nodes for r in whole.results)
+        pid = servers.arcade.pid
+        assert pid is not None
+        with killed([pid], servers.arcadedb.up):
+            for clearance in (PUBLIC, EVERYONE, PUBLIC, EVERYONE):  # the breaker opens
+                started = time.monotonic()
+                answer = client.search("payment retries", limit=5, clearance_scope=clearance)
+                assert time.monotonic() - started < BOUND_S
+                assert [d.leg for d in answer.degraded] == ["graph"]
+                assert answer.results
+                assert all(_visible(r, clearance) for r in answer.results)
+        # Restarted (`up()` returns once it answers): whole again within seconds, no restart
+        # of the client; the data written before the crash is all there.
+        again = _recovered(client)
+        assert again.degraded == []
+        assert [r.element_id for r in again.results] == [r.element_id for r in whole.results]
+        assert client.check().clean
+
+
+def test_a_killed_system_of_record_fails_fast_and_nothing_is_lost_after_restart(
+    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+) -> None:
+    elements, relations = corpus()
+    with uda.Client(profile, embedder=embedder) as client:
+        client.ingest(elements, relations)
+        before = client.search("payment retries", limit=5, clearance_scope=EVERYONE)
+        with killed(_cluster(servers.postmaster()), servers.postgres.up):
+            for _ in range(4):  # the first calls meet dead connections, the rest the breaker
+                started = time.monotonic()
+                with pytest.raises(BackendUnavailableError) as caught:
+                    client.search("payment retries", limit=5, clearance_scope=EVERYONE)
+                assert time.monotonic() - started < BOUND_S
+                assert caught.value.connector == "postgres"
+            with pytest.raises(BackendUnavailableError):  # and an ingest, clearly
+                client.ingest(elements[:1], [])
+        # Restarted: the pool's dead connections are replaced, the breaker probes again.
+        after = _recovered(client)
+        assert [r.element_id for r in after.results] == [r.element_id for r in before.results]
+        assert client.ingest(elements, relations).written == 0  # everything acknowledged stands
+        assert client.check().clean
+
+
+def test_connections_the_server_drops_cost_a_retry_not_an_error(
+    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+) -> None:
+    """A server that ends its sessions (a restart, an administrator, a proxy) is retried."""
+    import psycopg
+
+    elements, relations = corpus()
+    with uda.Client(profile, embedder=embedder) as client:
+        client.ingest(elements, relations)
+        before = client.search("payment retries", limit=5, clearance_scope=EVERYONE)
+        for _ in range(3):
+            state = servers.postgres.load_state() or {}
+            admin = servers.url.replace(
+                f"{state['user']}:{state['password']}",
+                f"{state['admin_user']}:{state['admin_password']}",
+            )
+            with psycopg.connect(admin, autocommit=True) as conn:
+                ended = conn.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE usename = %s AND pid <> pg_backend_pid()",
+                    (state["user"],),
+                ).fetchone()
+            assert ended is not None
+            assert ended[0] >= 1
+            answer = client.search("payment retries", limit=5, clearance_scope=EVERYONE)
+            assert answer.degraded == []
+            assert [r.element_id for r in answer.results] == [r.element_id for r in before.results]

@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar, cast
 
 import httpx
 
-from connectors.contract.errors import ConnectorError, UserError
+from connectors.contract.errors import ConnectorError, TransientBackendError, UserError
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -77,8 +77,17 @@ class Backend(ABC):
         """Run write statements in order (embedded: in one transaction)."""
 
 
+# Failures of a connection that was open: reset, closed by the server mid-answer. Not a
+# refused connection (the server is down) nor a timeout (the deadline decides).
+_DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+
 def _fail(message: str, exc: BaseException) -> ConnectorError:
-    return ConnectorError(NAME, f"{message}: {type(exc).__name__}: {exc}")
+    return ConnectorError(NAME, f"{message}: {_name(exc)}")
+
+
+def _name(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 # -- embedded -----------------------------------------------------------------------------
@@ -265,6 +274,8 @@ class HttpBackend(Backend):
             raise ConnectorError(NAME, "not connected: call connect() first")
         try:
             response = await client.post(path, json=body)
+        except _DROPPED as exc:  # the connection broke under the request: a new one may not
+            raise TransientBackendError(NAME, f"{what} ({self._url}): {_name(exc)}") from exc
         except httpx.HTTPError as exc:
             raise _fail(f"{what} ({self._url})", exc) from exc
         return self._payload(response, what)
@@ -275,7 +286,10 @@ class HttpBackend(Backend):
             payload: Any = response.json()
         except httpx.HTTPStatusError as exc:
             detail = _error_detail(response)
-            raise ConnectorError(NAME, f"{what}: HTTP {response.status_code}: {detail}") from exc
+            message = f"{what}: HTTP {response.status_code}: {detail}"
+            if response.status_code == 503:  # starting, or busy
+                raise TransientBackendError(NAME, message) from exc
+            raise ConnectorError(NAME, message) from exc
         except ValueError as exc:
             raise _fail(f"{what}: the server's answer is not JSON", exc) from exc
         body = _json_object(payload)

@@ -79,6 +79,16 @@ class ConnectorError(UDAError):
         self.connector = connector
 
 
+class TransientBackendError(ConnectorError):
+    """A backend failure that may pass on the next try.
+
+    A connection reset or dropped, a serialization failure, a server answering 503 while it
+    starts.
+    Connectors raise it (they know their drivers); the planner retries the call with
+    backoff and jitter within its deadline, and only then counts it a failure.
+    """
+
+
 class StoresBehindError(ConnectorError):
     """A write stands in the system of record, but some derived stores did not take it.
 
@@ -136,6 +146,7 @@ __all__ = [
     "PlanError",
     "QueryNotFoundError",
     "StoresBehindError",
+    "TransientBackendError",
     "UDAError",
     "UnknownClearanceError",
     "UnknownConnectorError",

@@ -2,12 +2,13 @@
 
 `PostgresStore` opens the pool (pgvector's types registered on every connection), creates
 the extension, schema and tables under an advisory lock, and turns every psycopg error into
-a `ConnectorError`. The roles (`connectors/postgres/connector.py`, `postgres_vector.py`,
-`postgres_lexical.py`) are mixins over it.
+a `ConnectorError` (a `TransientBackendError` when the next try may pass). The roles
+(`connectors/postgres/connector.py`, `vector.py`, `lexical.py`) are mixins over it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -16,16 +17,20 @@ from typing import Any
 import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection, sql
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from connectors.base import Connector
-from connectors.contract.errors import ConfigError, ConnectorError
+from connectors.contract.errors import ConfigError, ConnectorError, TransientBackendError
 from connectors.postgres import sql as q
 from connectors.postgres import text as lexical
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SCHEMA_LOCK = 0x0DA5C4E  # pg_advisory_xact_lock key: one schema migration at a time
 _HNSW_MAX_DIMENSION = 2000
+# Failures the next try may not meet: serialization failure, deadlock, and a server that
+# ended or refused this connection (shut down, restarting, not yet accepting). Class 08 is
+# every connection exception.
+_TRANSIENT_STATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03"})
 
 
 # Rows written (states, chunks, terms, edges) between two ANALYZE runs: see `_wrote`.
@@ -77,6 +82,7 @@ class PostgresStore(Connector):
         self._pool_size = max(2, int(pool_size))
         self._timeout = timeout
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._sweep: asyncio.Task[None] | None = None
         self._rows_since_analyze = 0
         # The lexical leg's visible statistics per filter, with their generation.
         self._visible_stats: dict[tuple[str, str], tuple[int, float, float]] = {}
@@ -159,6 +165,10 @@ class PostgresStore(Connector):
     async def close(self) -> None:
         """Close the pool."""
         pool, self._pool = self._pool, None
+        sweep, self._sweep = self._sweep, None
+        if sweep is not None and not sweep.done():
+            sweep.cancel()
+            await asyncio.wait({sweep})
         if pool is not None:
             await pool.close()
 
@@ -167,11 +177,32 @@ class PostgresStore(Connector):
         """A pooled connection; every psycopg error inside becomes a `ConnectorError`."""
         if self._pool is None:
             raise ConnectorError(self.name, "not connected: call connect() first")
+        used: AsyncConnection[Any] | None = None
         try:
             async with self._pool.connection() as conn:
+                used = conn
                 yield conn
         except psycopg.Error as exc:
-            raise ConnectorError(self.name, f"{type(exc).__name__}: {exc}") from exc
+            message = f"{type(exc).__name__}: {exc}"
+            if used is not None and used.broken:
+                self._sweep_idle()
+            if _transient(exc, used):
+                raise TransientBackendError(self.name, message) from exc
+            raise ConnectorError(self.name, message) from exc
+
+    def _sweep_idle(self) -> None:
+        """A connection was lost: test the idle ones in the background for the retry.
+
+        A restarted server dropped every pooled connection, and the pool notices only when
+        each is used, one failed call at a time. The check is not awaited here: a caller's
+        deadline may cancel it, and a check cancelled half-way loses the connections it
+        holds.
+        """
+        pool = self._pool
+        if pool is None or (self._sweep is not None and not self._sweep.done()):
+            return
+        self._sweep = asyncio.get_running_loop().create_task(pool.check())
+        self._sweep.add_done_callback(_quiet)
 
     async def _select(self, query: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         async with self._connection() as conn:
@@ -200,3 +231,23 @@ class PostgresStore(Connector):
         self._rows_since_analyze = 0
         async with self._connection() as conn:
             await conn.execute(b"ANALYZE")
+
+
+def _transient(exc: psycopg.Error, conn: AsyncConnection[Any] | None) -> bool:
+    """Whether the next try may pass: a lost connection, or a state that says so.
+
+    The pool replaces a lost connection. Not a pool that waited in vain for a connection:
+    the server is down, and trying again only spends the deadline.
+    """
+    if isinstance(exc, PoolTimeout):
+        return False
+    state = exc.sqlstate
+    if state is not None:
+        return state in _TRANSIENT_STATES or state.startswith("08")
+    return conn is not None and conn.broken
+
+
+def _quiet(task: asyncio.Task[None]) -> None:
+    """A sweep's own failure is the server's: the next call meets it and says so."""
+    if not task.cancelled():
+        task.exception()

@@ -23,6 +23,7 @@ from uda.errors import (
     BackendUnavailableError,
     ConnectorError,
     QueryNotFoundError,
+    StoresBehindError,
     UDAError,
     UserError,
 )
@@ -168,7 +169,13 @@ def install(app: FastAPI, auth: Authenticator) -> None:
 
     async def backend(request: Request, exc: Exception) -> JSONResponse:
         request_id = request_id_of(request)
-        log.error("request %s: backend failure", request_id, exc_info=exc)
+        # The message names the backend and its error; the stack is UDA's, not the cause.
+        log.error(
+            "request %s: backend failure: %s",
+            request_id,
+            exc,
+            exc_info=exc if log.isEnabledFor(logging.DEBUG) else None,
+        )
         return problem_response(
             502,
             f"a backend failed; the server log has the details under request id {request_id}",
@@ -190,6 +197,21 @@ def install(app: FastAPI, auth: Authenticator) -> None:
             headers={"Retry-After": "5"},
         )
 
+    async def behind(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StoresBehindError)  # noqa: S101 - registered for this type
+        request_id = request_id_of(request)
+        log.warning("request %s: %s", request_id, exc)
+        stores = ", ".join(sorted(exc.behind))
+        return problem_response(
+            503,
+            f"written to the system of record; not yet to {stores}, which did not answer. "
+            "Nothing is lost: they catch up on the next write or `uda sync`, and sending "
+            "the same request again is safe (writes are idempotent).",
+            slug="stores-behind",
+            request_id=request_id,
+            headers={"Retry-After": "5"},
+        )
+
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         return internal_error_response(request_id_of(request), exc)
 
@@ -202,6 +224,7 @@ def install(app: FastAPI, auth: Authenticator) -> None:
         (RequestValidationError, validation),
         (StarletteHTTPException, http_error),
         (BackendUnavailableError, unavailable),
+        (StoresBehindError, behind),
         (ConnectorError, backend),
         (UDAError, internal),
     ]

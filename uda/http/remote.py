@@ -34,6 +34,7 @@ from uda.errors import (
     InvalidRequestError,
     PlanError,
     QueryNotFoundError,
+    StoresBehindError,
 )
 from uda.facade import SyncFacade
 from uda.http.errors import AuthenticationError, ElementNotFoundError, PermissionDeniedError
@@ -131,9 +132,13 @@ def _raise_for_problem(response: httpx.Response) -> None:
         raise ElementNotFoundError(detail, field=field)
     if status < 500:
         raise InvalidRequestError(detail, field=field)
-    if status == 503 and str(problem.get("type", "")).endswith("backend-unavailable"):
+    kind = str(problem.get("type", ""))
+    if status == 503 and kind.endswith("backend-unavailable"):
         # A backend the service cannot answer without: the same error as a local client's.
         raise BackendUnavailableError(str(response.url.host), f"{status}: {detail}")
+    if status == 503 and kind.endswith("stores-behind"):
+        # Written, not yet everywhere: the same error as a local client's ingest.
+        raise StoresBehindError({str(response.url.host): detail})
     if status in {502, 503, 504}:
         raise ConnectorError(str(response.url.host), f"{status}: {detail}")
     raise PlanError("remote", f"{status}: {detail}")

@@ -10,6 +10,10 @@ its deadline depends on what the backend is for (docs/adr/0026-deadlines-and-deg
 - the system of record is never optional: without it clearance cannot be enforced, so the
   search fails at once with `BackendUnavailableError` (HTTP 503, CLI exit 3).
 
+A transient failure (`TransientBackendError`: a dropped connection, a serialization
+failure, a 503) is tried again with backoff and jitter within the call's deadline
+(`uda.query.retries`) before it counts as a failure.
+
 A circuit breaker per backend skips one that failed `failures` times in a row, so a dead
 backend costs nothing per search, and lets one call through after `cool_down_s` to probe it:
 a success closes the breaker, the next searches use the backend again.
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from uda.errors import BackendUnavailableError, UserError
+from uda.query.retries import Retries, retrying
 
 log = logging.getLogger(__name__)
 
@@ -166,50 +171,63 @@ class Breakers:
 
 
 class Guard:
-    """Runs one search's backend calls under its budget and the shared breakers.
+    """Runs one search's backend calls under its budget, retries and the shared breakers.
+
+    Each call is given as a function that makes it (`lambda: store.fetch(ids)`), so that a
+    transient failure can be tried again and a skipped call is never made.
 
     Args:
         budget: this search's deadlines.
         breakers: the planner's breakers (shared by its searches).
         degraded: where the optional calls that were left out are recorded.
+        retries: how transient failures are tried again.
     """
 
-    def __init__(self, budget: Budget, breakers: Breakers, degraded: list[Degradation]) -> None:
+    def __init__(
+        self,
+        budget: Budget,
+        breakers: Breakers,
+        degraded: list[Degradation],
+        retries: Retries | None = None,
+    ) -> None:
         self._budget = budget
         self._breakers = breakers
+        self._retries = retries or Retries()
         self.degraded = degraded
 
-    async def optional(self, backend: str, leg: Leg, work: Awaitable[T]) -> T | None:
+    async def optional(self, backend: str, leg: Leg, call: Callable[[], Awaitable[T]]) -> T | None:
         """The call's answer, or None (recorded as degraded) when it fails or is too late.
 
         A mistake of the caller (`UserError`) is not a backend failure: it propagates.
         """
-        failure = await self._attempt(backend, work, required=False)
-        if isinstance(failure, _Answered):
-            return failure.value
-        self.degraded.append(Degradation(backend=backend, leg=leg, reason=failure))
+        outcome = await self._attempt(backend, call, required=False)
+        if isinstance(outcome, _Answered):
+            return outcome.value
+        self.degraded.append(Degradation(backend=backend, leg=leg, reason=outcome))
         return None
 
-    async def required(self, backend: str, work: Awaitable[T]) -> T:
+    async def required(self, backend: str, call: Callable[[], Awaitable[T]]) -> T:
         """The call's answer; a failure or a missed deadline fails the search.
 
         Raises:
             BackendUnavailableError: naming the backend and why.
         """
-        outcome = await self._attempt(backend, work, required=True)
+        outcome = await self._attempt(backend, call, required=True)
         if isinstance(outcome, _Answered):
             return outcome.value
         raise BackendUnavailableError(backend, outcome)
 
     async def _attempt(
-        self, backend: str, work: Awaitable[T], *, required: bool
+        self, backend: str, call: Callable[[], Awaitable[T]], *, required: bool
     ) -> _Answered[T] | str:
         if not self._breakers.allows(backend):
-            _close(work)
             return "skipped: it failed repeatedly (circuit open); probed again after a cool-down"
         timeout = self._budget.for_call(backend, required=required)
+        until = time.monotonic() + timeout
         try:
-            value = await bounded(work, timeout)
+            value = await bounded(
+                retrying(call, self._retries, until=until, backend=backend), timeout
+            )
         except TimeoutError:
             self._breakers.failed(backend)
             return f"no answer within {timeout:.1f} s"
@@ -239,24 +257,33 @@ async def bounded(work: Awaitable[T], timeout: float) -> T:
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
     except asyncio.CancelledError:
-        _abandon(task)  # the caller itself was cancelled
+        abandon(task)  # the caller itself was cancelled
         raise
     if not done:
-        _abandon(task)
+        abandon(task)
         raise TimeoutError
     return task.result()
 
 
-async def required_within(backend: str, work: Awaitable[T], timeout: float) -> T:
+async def required_within(
+    backend: str,
+    call: Callable[[], Awaitable[T]],
+    timeout: float,
+    retries: Retries | None = None,
+) -> T:
     """A call to a backend nothing can be answered without, within `timeout` seconds.
 
     For calls outside a search's `Guard` (its stamp and secret, an aggregate's reads).
+    Transient failures are tried again within the same time.
 
     Raises:
         BackendUnavailableError: it did not answer in time, or failed.
     """
+    until = time.monotonic() + timeout
     try:
-        return await bounded(work, timeout)
+        return await bounded(
+            retrying(call, retries or Retries(), until=until, backend=backend), timeout
+        )
     except TimeoutError:
         raise BackendUnavailableError(backend, f"no answer within {timeout:.1f} s") from None
     except UserError:
@@ -265,8 +292,12 @@ async def required_within(backend: str, work: Awaitable[T], timeout: float) -> T
         raise BackendUnavailableError(backend, f"failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _abandon(task: asyncio.Future[Any]) -> None:
-    """Cancel a call no one waits for any more, and keep its end out of the logs."""
+def abandon(task: asyncio.Future[Any]) -> None:
+    """Cancel a call no one waits for any more, and keep its end out of the logs.
+
+    A call that has ended already keeps its answer; its failure, if any, is retrieved, so
+    that it is not reported as "never retrieved".
+    """
     task.cancel()
     task.add_done_callback(_quiet)
 
@@ -274,13 +305,6 @@ def _abandon(task: asyncio.Future[Any]) -> None:
 def _quiet(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: not "never retrieved" at garbage collection
-
-
-def _close(work: Awaitable[object]) -> None:
-    """A call not made: close its coroutine, so that nothing warns it was never awaited."""
-    close = getattr(work, "close", None)
-    if callable(close):
-        close()
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -298,6 +322,7 @@ __all__ = [
     "Deadlines",
     "Degradation",
     "Guard",
+    "abandon",
     "bounded",
     "required_within",
 ]

@@ -201,7 +201,7 @@ class Planner:
             "select",
             select_page(
                 lambda selection: guard.required(
-                    self._sor_name, self._sor.select_states(selection)
+                    self._sor_name, lambda: self._sor.select_states(selection)
                 ),
                 plan,
                 order,
@@ -268,14 +268,14 @@ class Planner:
             guard.optional(
                 c.name,
                 "semantic",
-                self._online(c, lambda c=c: c.vector_search(embedding, k, plan.pushdown)),
+                lambda c=c: self._online(c, lambda: c.vector_search(embedding, k, plan.pushdown)),
             )
             for c in vector
         ] + [
             guard.optional(
                 c.name,
                 "lexical",
-                self._online(c, lambda c=c: c.text_search(query, k, plan.pushdown)),
+                lambda c=c: self._online(c, lambda: c.text_search(query, k, plan.pushdown)),
             )
             for c in text
         ]
@@ -305,9 +305,9 @@ class Planner:
                 guard.optional(
                     g.name,
                     "graph",
-                    self._online(
+                    lambda g=g: self._online(
                         g,
-                        lambda g=g: g.expand(
+                        lambda: g.expand(
                             candidate_ids,
                             plan.expand_depth,
                             plan.relations,
@@ -397,7 +397,7 @@ class Planner:
                 as_of=plan.as_of,
             )
 
-        return await guard.required(backends, read())
+        return await guard.required(backends, read)
 
     async def _visible_states(
         self, plan: Plan, guard: Guard, candidate_ids: Sequence[str], graph_nodes: set[str]
@@ -443,9 +443,11 @@ class Planner:
     ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
         """Whole states of `whole_ids` and clearances of `clearance_ids`, read concurrently."""
         sor = self._sor_name
-        whole = asyncio.ensure_future(guard.required(sor, self._sor.fetch(whole_ids, plan.as_of)))
+        whole = asyncio.ensure_future(
+            guard.required(sor, lambda: self._sor.fetch(whole_ids, plan.as_of))
+        )
         cleared = asyncio.ensure_future(
-            guard.required(sor, self._sor.fetch_clearances(clearance_ids, plan.as_of))
+            guard.required(sor, lambda: self._sor.fetch_clearances(clearance_ids, plan.as_of))
         )
         await all_or_none([whole, cleared])
         return whole.result(), cleared.result()
@@ -466,7 +468,9 @@ class Planner:
         missing = sorted(needed - states.keys())
         shown = {eid: states[eid] for eid in needed if eid in states}
         if missing:
-            fetched = await guard.required(self._sor_name, self._sor.fetch(missing, plan.as_of))
+            fetched = await guard.required(
+                self._sor_name, lambda: self._sor.fetch(missing, plan.as_of)
+            )
             shown.update({eid: s for eid, s in fetched.items() if state_visible(plan.clearance, s)})
         return shown
 
@@ -491,8 +495,8 @@ class Planner:
                 guard.optional(
                     c.name,
                     "semantic",
-                    self._online(
-                        c, lambda c=c: c.vector_scores(query_vector, reached, plan.pushdown)
+                    lambda c=c: self._online(
+                        c, lambda: c.vector_scores(query_vector, reached, plan.pushdown)
                     ),
                 )
                 for c in self._vector

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
@@ -21,9 +21,10 @@ from uda.hlc import wall_clock_ms
 from uda.query.clearance import Clearance
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Cursors, Position
-from uda.query.deadlines import required_within
+from uda.query.deadlines import abandon, required_within
 from uda.query.plan import Plan
 from uda.query.results import SearchResponse
+from uda.query.retries import Retries
 from uda.query.saved import QuerySaver, SavedQuery, new_query_id
 
 T = TypeVar("T")
@@ -78,8 +79,8 @@ class Searches:
         try:
             return await self._page(plan, None, fingerprint, first=first, stamp=stamp, owner=owner)
         finally:
-            if stamp is not None and not stamp.done():
-                stamp.cancel()
+            if stamp is not None:
+                abandon(stamp)  # a search that failed first leaves it unread: quietly
 
     async def rerun(
         self,
@@ -143,7 +144,9 @@ class Searches:
         response, vector = await self._planner.answer(plan, position, embedding)
         if first is not None:
             if stamp is not None:
-                first = replace(first, as_of=await _within(plan, self._sor_name, stamp))
+                read_again = self._sor.last_hlc
+                as_of = await _within(plan, self._sor_name, _started_then(stamp, read_again))
+                first = replace(first, as_of=as_of)
             position = replace(first, query_id=new_query_id())
             self._saver.save(
                 SavedQuery(
@@ -170,8 +173,8 @@ class Searches:
 
     async def _cursor_keys(self, plan: Plan) -> Cursors:
         if self._cursors is None:
-            secret = self._sor.instance_secret()
-            self._cursors = Cursors(await _within(plan, self._sor_name, secret))
+            secret = await _within(plan, self._sor_name, self._sor.instance_secret)
+            self._cursors = Cursors(secret)
         return self._cursors
 
     @property
@@ -179,9 +182,19 @@ class Searches:
         return getattr(self._sor, "name", type(self._sor).__name__)
 
 
-async def _within(plan: Plan, backend: str, work: Awaitable[T]) -> T:
+async def _within(
+    plan: Plan, backend: str, call: Callable[[], Awaitable[T]], retries: Retries | None = None
+) -> T:
     """A system-of-record call on the search's path, within the search's deadline."""
-    return await required_within(backend, work, plan.search_timeout_s)
+    return await required_within(backend, call, plan.search_timeout_s, retries)
+
+
+def _started_then(
+    started: Awaitable[T], again: Callable[[], Awaitable[T]]
+) -> Callable[[], Awaitable[T]]:
+    """A call already under way first, then new ones: a transient failure is read again."""
+    pending = [started]
+    return lambda: pending.pop() if pending else again()
 
 
 def query_shape(plan: Plan) -> dict[str, object]:

@@ -17,19 +17,20 @@ Order of work (docs/adr/0003-write-path-and-outbox.md):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
 from connectors.contract.records import OPEN, GraphEdge, GraphNode
 from connectors.contract.system_of_record import ChunkRow, OutboxItem, StoredState, WriteBatch
 from ontology import Element, KnowledgeAsset, Relation
 from uda.embedder import Embedder
-from uda.errors import ConnectorError, StoresBehindError, UserError
+from uda.errors import BackendUnavailableError, ConnectorError, StoresBehindError, UserError
 from uda.hlc import HybridLogicalClock, epoch_ms
-from uda.query.deadlines import DEFAULT_WRITE_TIMEOUT_S, bounded
+from uda.query.deadlines import DEFAULT_WRITE_TIMEOUT_S, bounded, required_within
 from uda.query.filters import element_filter_values
+from uda.query.retries import NO_RETRIES, Retries
 from uda.write.chunking import DEFAULT_MAX_TOKENS, chunk_text
 from uda.write.validation import (
     ElementInput,
@@ -40,6 +41,7 @@ from uda.write.validation import (
 )
 
 Role = Literal["vector", "text", "graph"]
+T = TypeVar("T")
 _OUTBOX_PAGE = 1000
 
 
@@ -144,7 +146,9 @@ class Writer:
             await self._sync_locked()
             endpoint_ids = {r.source_id for r in edges} | {r.target_id for r in edges}
             batch_ids = {e.element_id for e in typed}
-            latest = await self._sor.latest_states(sorted(batch_ids | endpoint_ids))
+            latest = await self._record(
+                lambda: self._sor.latest_states(sorted(batch_ids | endpoint_ids))
+            )
             types_by_id = {eid: s.element_type for eid, s in latest.items() if not s.tombstone}
             types_by_id.update({e.element_id: e.type_name() for e in typed})
             check_endpoints(edges, types_by_id)
@@ -152,7 +156,9 @@ class Writer:
             changed = [e for e in typed if _is_new_content(e, latest.get(e.element_id))]
             known = await self._previous_embeddings(changed, latest)
             chunk_texts, embedded = await asyncio.to_thread(self._chunk_and_embed, changed, known)
-            existing_edges = await self._sor.load_edges([r.key for r in edges])
+            existing_edges = await self._record(
+                lambda: self._sor.load_edges([r.key for r in edges])
+            )
             live = {e.key for e in existing_edges if e.valid_to == OPEN}
             new_edges = [r for r in edges if r.key not in live]
             if not changed and not new_edges:
@@ -180,15 +186,18 @@ class Writer:
                     )
             edge_hlc = self._clock.now() if new_edges else 0
             graph_edges = [_edge(r, edge_hlc) for r in new_edges]
-            await self._sor.commit(
-                WriteBatch(
-                    states=states,
-                    chunks=chunks,
-                    retire=retire,
-                    edges=graph_edges,
-                    stores=[s.key for s in self._stores],
-                    hlc=self._clock.last,
-                )
+            await self._record(
+                lambda: self._sor.commit(
+                    WriteBatch(
+                        states=states,
+                        chunks=chunks,
+                        retire=retire,
+                        edges=graph_edges,
+                        stores=[s.key for s in self._stores],
+                        hlc=self._clock.last,
+                    )
+                ),
+                retries=NO_RETRIES,  # a commit whose answer was lost may have landed
             )
             report = IngestReport(
                 written=len(changed),
@@ -211,7 +220,7 @@ class Writer:
         ids = list(dict.fromkeys(element_ids))
         async with self._lock:
             await self._sync_locked()
-            latest = await self._sor.latest_states(ids)
+            latest = await self._record(lambda: self._sor.latest_states(ids))
             alive = [latest[i] for i in ids if i in latest and not latest[i].tombstone]
             if not alive:
                 return IngestReport(not_found=len(ids))
@@ -245,16 +254,21 @@ class Writer:
                     valid_from=e.valid_from,
                     valid_to=close_hlc,
                 )
-                for e in await self._sor.live_edges([s.element_id for s in alive])
-            ]
-            await self._sor.commit(
-                WriteBatch(
-                    states=states,
-                    retire=retire,
-                    edges=closing,
-                    stores=[s.key for s in self._stores],
-                    hlc=self._clock.last,
+                for e in await self._record(
+                    lambda: self._sor.live_edges([s.element_id for s in alive])
                 )
+            ]
+            await self._record(
+                lambda: self._sor.commit(
+                    WriteBatch(
+                        states=states,
+                        retire=retire,
+                        edges=closing,
+                        stores=[s.key for s in self._stores],
+                        hlc=self._clock.last,
+                    )
+                ),
+                retries=NO_RETRIES,
             )
             await self._sync_locked()
         return IngestReport(
@@ -279,6 +293,9 @@ class Writer:
         results = await asyncio.gather(
             *(self._drain(store) for store in self._stores), return_exceptions=True
         )
+        for result in results:
+            if isinstance(result, BackendUnavailableError):
+                raise result  # the system of record itself: the outbox cannot even be read
         behind: dict[str, str] = {}
         applied: dict[str, int] = {}
         for store, result in zip(self._stores, results, strict=True):
@@ -294,16 +311,31 @@ class Writer:
 
     async def _drain(self, store: DerivedStore) -> int:
         applied = 0
-        while items := await self._sor.pending(store.key, _OUTBOX_PAGE):
+        while items := await self._record(lambda: self._sor.pending(store.key, _OUTBOX_PAGE)):
             try:
                 await bounded(self._apply(store, items), self._write_timeout_s)
             except TimeoutError:
                 raise ConnectorError(
                     store.key, f"no answer within {self._write_timeout_s:g} s"
                 ) from None
-            await self._sor.acknowledge(store.key, items)
+            await self._record(lambda: self._sor.acknowledge(store.key, items))
             applied += len(items)
         return applied
+
+    async def _record(
+        self, call: Callable[[], Awaitable[T]], *, retries: Retries | None = None
+    ) -> T:
+        """A call to the system of record, within the write deadline.
+
+        Raises:
+            BackendUnavailableError: naming the system of record, when it fails or is late
+                (a dead server would otherwise keep the ingest waiting for its pool).
+        """
+        return await required_within(self._sor_name, call, self._write_timeout_s, retries)
+
+    @property
+    def _sor_name(self) -> str:
+        return getattr(self._sor, "name", type(self._sor).__name__)
 
     async def _apply(self, store: DerivedStore, items: Sequence[OutboxItem]) -> None:
         state_keys = [(str(i.key[0]), int(i.key[1])) for i in items if i.kind == "state"]
@@ -312,21 +344,25 @@ class Writer:
         ]
         connector = store.connector
         if store.role in ("vector", "text") and state_keys:
-            chunks = await self._sor.load_chunks(state_keys)
+            chunks = await self._record(lambda: self._sor.load_chunks(state_keys))
             if chunks and isinstance(connector, VectorCapable) and store.role == "vector":
                 await connector.upsert_chunks(chunks)
             elif chunks and isinstance(connector, TextCapable) and store.role == "text":
                 await connector.upsert_text_chunks(chunks)
         if store.role == "graph" and isinstance(connector, GraphCapable):
             if state_keys:
-                states = await self._sor.latest_states(sorted({k[0] for k in state_keys}))
+                states = await self._record(
+                    lambda: self._sor.latest_states(sorted({k[0] for k in state_keys}))
+                )
                 nodes = [
                     GraphNode(element_id=s.element_id, element_type=s.element_type)
                     for s in states.values()
                 ]
                 await connector.upsert_nodes(nodes)
             if edge_keys:
-                await connector.upsert_edges(await self._sor.load_edges(edge_keys))
+                await connector.upsert_edges(
+                    await self._record(lambda: self._sor.load_edges(edge_keys))
+                )
 
     async def _previous_embeddings(
         self, elements: Sequence[Element], latest: Mapping[str, StoredState]
@@ -341,7 +377,7 @@ class Writer:
             return {}
         return {
             _embedded_text(chunk.name, chunk.text): list(chunk.embedding)
-            for chunk in await self._sor.load_chunks(keys)
+            for chunk in await self._record(lambda: self._sor.load_chunks(keys))
             if chunk.embedding is not None
         }
 

@@ -18,7 +18,7 @@ and `uda check` says when they are not.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from itertools import product
 from typing import TypeVar
 
@@ -152,7 +152,7 @@ class Aggregator:
         pushdown = search.pushdown
         found = await self._required(
             search,
-            self._sor.aggregate_states(
+            lambda: self._sor.aggregate_states(
                 StateAggregation(
                     max_sensitivity_rank=pushdown.max_sensitivity_rank,
                     projects=pushdown.projects,
@@ -183,7 +183,7 @@ class Aggregator:
         while True:
             rows = await self._required(
                 search,
-                self._sor.select_states(
+                lambda after=after: self._sor.select_states(
                     StateSelection(
                         search_filter=search.pushdown,
                         order=_BY_ID,
@@ -219,17 +219,17 @@ class Aggregator:
             _count(plan, state, related, partials)
         return partials, len(states)
 
-    async def _required(self, search: Plan, work: Awaitable[T]) -> T:
+    async def _required(self, search: Plan, call: Callable[[], Awaitable[T]]) -> T:
         """A read no count can be made without, within the search's deadline.
 
         A hung store fails the aggregate fast (`BackendUnavailableError`, HTTP 503).
         """
-        return await required_within(self._sor_name, work, search.search_timeout_s)
+        return await required_within(self._sor_name, call, search.search_timeout_s)
 
     async def _neighbours(self, search: Plan, tree: FilterNode, ids: Sequence[str]) -> Neighbours:
         backends = ", ".join([*(g.name for g in self._graphs), self._sor_name])
         return await required_within(
-            backends, self._read_neighbours(search, tree, ids), search.search_timeout_s
+            backends, lambda: self._read_neighbours(search, tree, ids), search.search_timeout_s
         )
 
     async def _read_neighbours(
