@@ -51,6 +51,18 @@ class Servers:
         self._arcade = self._arcadedb.up()
         self.start_seconds = time.perf_counter() - started
 
+    @property
+    def postgres(self) -> Any:
+        """The PostgreSQL service (a `PostgresService`), started."""
+        self._up()
+        return self._postgres
+
+    @property
+    def arcadedb(self) -> Any:
+        """The ArcadeDB service (an `ArcadeDBService`), started."""
+        self._up()
+        return self._arcadedb
+
     def profile(self, corpus: str, *, exact: bool = False) -> Profile:
         """A server profile for one corpus (own schema and database), starting the servers."""
         self._up()

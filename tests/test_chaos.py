@@ -219,7 +219,18 @@ async def test_http_flags_a_degraded_answer_and_answers_503_without_the_store(
             assert whole.status_code == 200, whole.text
             assert whole.json()["degraded"] == []
             assert "X-UDA-Degraded" not in whole.headers
+            found = whole.json()["results"][0]["element_id"]
+            looked_up = await http.get(f"/v1/elements/{found}", headers=admin)
+            assert looked_up.status_code == 200, looked_up.text
+            assert looked_up.json()["degraded"] == []
             with paused([arcade.pid]):
+                started = time.monotonic()
+                alone = await http.get(f"/v1/elements/{found}", headers=admin)
+                assert time.monotonic() - started < BOUND_S
+                assert alone.status_code == 200, alone.text
+                assert [d["leg"] for d in alone.json()["degraded"]] == ["graph"]
+                assert alone.headers["X-UDA-Degraded"].endswith(":graph")
+                assert alone.json()["context_nodes"] == []
                 partial = await http.post("/v1/search", json=body, headers=admin)
                 assert partial.status_code == 200, partial.text
                 assert [d["leg"] for d in partial.json()["degraded"]] == ["graph"]
@@ -233,6 +244,10 @@ async def test_http_flags_a_degraded_answer_and_answers_503_without_the_store(
             metrics = (await http.get("/metrics")).text
             assert 'uda_search_degraded_total{backend="' in metrics
             with paused(_cluster(postmaster)):
+                started = time.monotonic()
+                missing = await http.get(f"/v1/elements/{found}", headers=admin)
+                assert time.monotonic() - started < BOUND_S
+                assert missing.status_code == 503, missing.text
                 down = await http.post("/v1/search", json=body, headers=admin)
                 assert down.status_code == 503, down.text
                 assert down.headers["content-type"].startswith("application/problem+json")
@@ -474,3 +489,90 @@ def test_connections_the_server_drops_cost_a_retry_not_an_error(
             answer = client.search("payment retries", limit=5, clearance_scope=EVERYONE)
             assert answer.degraded == []
             assert [r.element_id for r in answer.results] == [r.element_id for r in before.results]
+
+
+def test_a_store_down_when_the_client_opens_is_connected_once_it_answers(
+    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+) -> None:
+    """Searches and writes both reconnect a store that was down at open, without a restart."""
+    elements, relations = corpus()
+    arcade = servers.arcade
+    assert arcade.pid is not None
+    with paused([arcade.pid]):
+        started = time.monotonic()
+        client = uda.Client(profile, embedder=embedder)  # opens: the graph store is left out
+        assert time.monotonic() - started < DEADLINES.connect_s + 3
+    with client:
+        # Back now, but not yet connected: the ingest connects it for its outbox.
+        client.ingest(elements, relations)
+        assert client.check().clean
+        whole = client.search("payment retries", limit=5, clearance_scope=EVERYONE)
+        assert whole.degraded == []
+        assert any(r.context_nodes for r in whole.results)
+
+
+def test_an_export_says_which_backend_its_pages_were_answered_without(
+    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+
+    from uda.query.export import META_DEGRADED
+
+    elements, relations = corpus()
+    arcade = servers.arcade
+    assert arcade.pid is not None
+    with uda.Client(profile, embedder=embedder) as client:
+        client.ingest(elements, relations)
+        whole = client.export(None, EVERYONE, sink=tmp_path / "whole.arrow", order_by="-timestamp")
+        assert whole.degraded == ()
+        with paused([arcade.pid]):
+            partial = client.export(
+                None, EVERYONE, sink=tmp_path / "partial.arrow", order_by="-timestamp"
+            )
+        assert [d.leg for d in partial.degraded] == ["graph"]
+        assert partial.rows == whole.rows  # the same matches, without their context
+        with pa.ipc.open_stream(tmp_path / "partial.arrow") as reader:
+            metadata = [b.custom_metadata for b in reader.iter_batches_with_custom_metadata()]
+        end = metadata[-1]
+        assert end is not None
+        assert b"graph" in end[META_DEGRADED.encode()]
+
+
+async def test_an_http_write_the_graph_store_missed_is_a_503_that_is_safe_to_send_again(
+    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+) -> None:
+    import httpx
+    from http_fixtures import Keys
+
+    from uda.http import create_app
+    from uda.http.remote import AsyncRemoteClient
+
+    arcade = servers.arcade
+    assert arcade.pid is not None
+    keys = Keys()
+    body = {
+        "elements": [
+            {"element_type": "Document", "element_id": "w1", "name": "w", "text": "a note"}
+        ]
+    }
+    async with uda.AsyncClient(profile, embedder=embedder) as client:
+        app = create_app(client, keys.authenticator())
+        transport = httpx.ASGITransport(app=app)
+        admin = {"X-API-Key": keys.admin}
+        async with httpx.AsyncClient(transport=transport, base_url="http://uda.test") as http:
+            with paused([arcade.pid]):
+                behind = await http.post("/v1/ingest", json=body, headers=admin)
+                assert behind.status_code == 503, behind.text
+                assert behind.json()["type"].endswith("stores-behind")
+                assert "arcadedb" in behind.json()["detail"]
+                assert behind.headers["Retry-After"]
+                async with AsyncRemoteClient(
+                    "http://uda.test", api_key=keys.admin, transport=transport
+                ) as remote:
+                    with pytest.raises(StoresBehindError):
+                        await remote.ingest(body["elements"])
+            # Back: the same request again completes the write; nothing doubled.
+            again = await http.post("/v1/ingest", json=body, headers=admin)
+            assert again.status_code == 200, again.text
+            assert again.json()["written"] == 0
+        assert (await client.check()).clean

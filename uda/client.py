@@ -35,7 +35,8 @@ from uda.query.aggregates import (
 )
 from uda.query.aggregates.engine import Aggregator
 from uda.query.contracts import SearchOptions, SearchRequest, search_request
-from uda.query.deadlines import bounded
+from uda.query.deadlines import Budget, Guard, bounded
+from uda.query.online import OfflineStores
 from uda.query.planner import Planner
 from uda.query.results import SearchResponse
 from uda.query.saved import SavedQuery
@@ -102,7 +103,9 @@ class AsyncClient:
         if failed:
             await self.close()
             raise failed[0]
-        offline = {c.name for c, up in zip(connectors, outcomes, strict=True) if up is False}
+        offline = OfflineStores(
+            c.name for c, up in zip(connectors, outcomes, strict=True) if up is False
+        )
         embedder = self._embedder or shared_embedder(self.profile.model_path)
         clock = self._clock or HybridLogicalClock()
         # Never stamp below what is already stored, whatever the wall clock says now.
@@ -120,6 +123,8 @@ class AsyncClient:
             embedder=embedder,
             clock=clock,
             write_timeout_s=self.profile.search.deadlines.write_s,
+            call_timeout_s=self.profile.search.deadlines.call_for(cast("Connector", sor).name),
+            offline=offline,
         )
         return self
 
@@ -178,6 +183,16 @@ class AsyncClient:
         if self._planner is None or self._writer is None:
             raise ConfigError("the client is closed: open it (or use `async with`) first")
         return self._planner, self._writer
+
+    def guard(self, timeout_s: float | None = None) -> Guard:
+        """Deadlines, retries and breakers for backend calls outside a search.
+
+        An element lookup runs its reads through it as a search does: the system of record
+        required, the graph optional (`guard.degraded` says what was left out).
+        """
+        planner, _ = self._require()
+        budget = Budget(self.profile.search.deadlines, search_s=timeout_s)
+        return Guard(budget, planner.breakers, [])
 
     def circuit_states(self) -> dict[str, str]:
         """Each backend's circuit breaker: `closed`, `open` or `half_open` (for metrics)."""

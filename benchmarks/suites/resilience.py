@@ -45,7 +45,8 @@ from typing import Any, Literal
 from benchmarks.metrics import latency_summary, percentile
 from benchmarks.suites import Context, SuiteResult
 from benchmarks.synthetic import LEVELS, SyntheticCorpus, SyntheticSpec
-from uda.config import ConnectorSpec, Profile
+from benchmarks.systems import Servers, open_client
+from uda.config import Profile
 from uda.query.clearance import Clearance
 from uda.query.deadlines import DEFAULT_SEARCH_TIMEOUT_S
 
@@ -118,24 +119,19 @@ def run(ctx: Context, result: SuiteResult) -> None:
         return
     try:
         import httpx  # noqa: F401 - the load generator's client
-
-        from uda.services.arcadedb import ArcadeDBService
-        from uda.services.postgres import PostgresService, dsn
-    except ImportError as exc:  # pragma: no cover - the server extras are installed
-        result.status, result.reason = "skipped", f"server packages missing: {exc}"
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        result.status, result.reason = "skipped", f"httpx missing: {exc}"
         return
     root = ctx.work / "resilience"
-    postgres, arcadedb = PostgresService(root), ArcadeDBService(root)
+    servers = Servers(root)  # its own: they are stopped and started under the load
     try:
-        url = dsn(postgres.up())
-        arcade = arcadedb.up()
-        services = {"postgres": postgres, "arcadedb": arcadedb}
+        services = {"postgres": servers.postgres, "arcadedb": servers.arcadedb}
         corpus = SyntheticCorpus(spec=SyntheticSpec(chunks=preset.resilience_chunks, queries=32))
         for scenario in SCENARIOS:
-            profile = _profile(root, scenario, url, arcade)
+            profile = servers.profile(f"resilience {scenario.name}")
             truth = _ingest(ctx, profile, corpus)
             ctx.log(f"resilience: {scenario.name}, {preset.resilience_clients} clients")
-            with _service(root, profile) as service:
+            with _service(profile) as service:
                 figures = _scenario(ctx, scenario, service, truth, corpus.queries, services)
                 figures.update(_after(ctx, profile, service, figures.pop("_written")))
                 if figures["log_noise"]:
@@ -157,39 +153,14 @@ def run(ctx: Context, result: SuiteResult) -> None:
                 },
             )
     finally:
-        with contextlib.suppress(Exception):
-            arcadedb.down()
-        postgres.destroy()
+        servers.close()
 
 
 # -- set-up ------------------------------------------------------------------------------
-def _profile(root: Path, scenario: Scenario, url: str, arcade: Any) -> Profile:
-    """The server profile of one scenario: a schema and a graph database of its own."""
-    name = scenario.name.replace(" ", "_")
-    return Profile(
-        name="server",
-        root=root / "profiles" / name,
-        connectors=(
-            ConnectorSpec(name="postgres", options={"dsn": url, "schema": f"r_{name}"}),
-            ConnectorSpec(
-                name="arcadedb-graph",
-                options={
-                    "url": f"http://{arcade.host}:{arcade.port}",
-                    "database": f"r_{name}",
-                    "user": arcade.user or "root",
-                    "password": arcade.password,
-                },
-            ),
-        ),
-    )
-
-
 def _ingest(
     ctx: Context, profile: Profile, corpus: SyntheticCorpus
 ) -> dict[str, tuple[int, str | None]]:
     """The corpus written with the packaged model; every element's rank and scope."""
-    from benchmarks.systems import open_client
-
     truth = dict(corpus.context_clearance())
     with open_client(profile, ctx.embedder) as client:
         client.ingest(corpus.context_nodes())
@@ -213,7 +184,7 @@ class Service:
 
 
 @contextlib.contextmanager
-def _service(root: Path, profile: Profile) -> Iterator[Service]:
+def _service(profile: Profile) -> Iterator[Service]:
     """`uda serve` on the profile, in a process of its own, stopped at the end."""
     from uda.http.auth import key_entry_toml, new_api_key
     from uda.services.base import free_port
@@ -496,8 +467,6 @@ def _after(
     ctx: Context, profile: Profile, service: Service, writes: list[tuple[str, int]]
 ) -> dict[str, float]:
     """Nothing lost: every acknowledged write is there once the stores have caught up."""
-    from benchmarks.systems import open_client
-
     acknowledged = [eid for eid, status in writes if status == 200]
     prefix = acknowledged[0].rsplit("-", 1)[0] if acknowledged else "-"
     with open_client(profile, ctx.embedder) as client:

@@ -27,7 +27,12 @@ from connectors.postgres import text as lexical
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SCHEMA_LOCK = 0x0DA5C4E  # pg_advisory_xact_lock key: one schema migration at a time
 _HNSW_MAX_DIMENSION = 2000
-# Failures the next try may not meet: serialization failure, deadlock, and a server that
+# How long the pool's own reconnection of a lost connection keeps trying (its delays double
+# from 1 s): then it stops, and the next call that wants a connection starts afresh at once.
+# Left at psycopg_pool's 300 s, a server back after a 20 s outage waited up to 16 s more for
+# the next attempt; a search's deadline is far shorter than that.
+_RECONNECT_S = 3.0
+# Failures the next try may pass: a serialization failure, a deadlock, and a server that
 # ended or refused this connection (shut down, restarting, not yet accepting). Class 08 is
 # every connection exception.
 _TRANSIENT_STATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03"})
@@ -111,6 +116,7 @@ class PostgresStore(Connector):
             open=False,
             configure=self._configure,
             timeout=self._timeout,
+            reconnect_timeout=_RECONNECT_S,
             name=f"uda-{self.name}",
         )
         try:

@@ -99,4 +99,9 @@ class ExportAnswer(BaseModel):
     format: str
     rows: int
     truncated: bool = Field(description="Whether max_rows cut the answer short.")
+    degraded: list[str] = Field(
+        default_factory=list[str],
+        description="Backends some page was answered without (they failed or were too "
+        "slow), and what is missing because of it; empty when every page was whole.",
+    )
     note: str | None = None

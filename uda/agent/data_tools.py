@@ -150,12 +150,16 @@ async def export_query(deps: UDADeps, args: ExportArgs) -> ExportAnswer:
     note = f"every match was written to {target.name} in the export folder"
     if report.truncated:
         note = f"stopped at max_rows={args.max_rows}: more rows match; {target.name} has the first"
+    degraded = [d.describe() for d in report.degraded]
+    if degraded:
+        note += "; partial: " + "; ".join(degraded) + ". Export again shortly for a full one."
     return ExportAnswer(
         query_id=record.query_id,
         file=target.name,
         format=args.format,
         rows=report.rows,
         truncated=report.truncated,
+        degraded=degraded,
         note=note,
     )
 

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from uda.cli.search import context_filters_of, parse_as_of
+from uda.cli.exits import EXIT_BACKEND, EXIT_OK
+from uda.cli.search import add_strict, context_filters_of, parse_as_of
 from uda.errors import InvalidRequestError
 from uda.query.discovery import MAX_LISTED_VALUES, FilterPath
 from uda.query.export import DEFAULT_MAX_ROWS, EXTENSIONS, FORMATS, ExportReport
@@ -93,6 +94,7 @@ def add_data_parsers(commands: Any) -> None:
         default=None,
         help="a ranked export's candidate pool (default and most: 1000)",
     )
+    add_strict(export)
 
     fields: argparse.ArgumentParser = commands.add_parser(
         "fields",
@@ -192,7 +194,9 @@ def _export(
     if report.truncated:
         line += f"; stopped at --max-rows {args.max_rows:,}: more rows match"
     print(line, file=sys.stderr)
-    return 0
+    for d in report.degraded:
+        print(f"warning: degraded export: {d.describe()}", file=sys.stderr)
+    return EXIT_BACKEND if report.degraded and args.strict else EXIT_OK
 
 
 def _values(path: FilterPath) -> str:

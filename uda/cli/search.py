@@ -110,7 +110,7 @@ def add_search_parsers(commands: Any, epilog: str) -> None:
         help="how long the whole search may take (default: the profile's search_timeout_s, "
         "5 s); a backend that cannot answer in time is left out and a warning says so",
     )
-    _add_strict(search)
+    add_strict(search)
 
     rerun = commands.add_parser(
         "rerun",
@@ -124,7 +124,7 @@ def add_search_parsers(commands: Any, epilog: str) -> None:
     rerun.add_argument("--format", choices=["table", "json", "arrow"], default="table")
     rerun.add_argument("--output", type=Path, default=None, help="write to this file")
     rerun.add_argument("--explain", action="store_true", help="show the plan and every leg")
-    _add_strict(rerun)
+    add_strict(rerun)
 
 
 def parse_filter(text: str) -> tuple[str, dict[str, Any]]:
@@ -192,7 +192,8 @@ def parse_as_of(raw: str | None) -> int | datetime | None:
         ) from None
 
 
-def _add_strict(parser: argparse.ArgumentParser) -> None:
+def add_strict(parser: argparse.ArgumentParser) -> None:
+    """`--strict`: a degraded answer exits 3 instead of warning."""
     parser.add_argument(
         "--strict",
         action="store_true",

@@ -26,6 +26,7 @@ from uda.http.auth import Principal
 from uda.http.errors import ElementNotFoundError, PermissionDeniedError
 from uda.query.clearance import Clearance, state_visible
 from uda.query.concurrency import together
+from uda.query.deadlines import Guard
 from uda.query.graph_context import context_hops, reachable_subgraph
 from uda.query.rows import element_row, record_batch
 
@@ -48,29 +49,46 @@ async def lookup(
     *,
     expand_depth: int,
     max_context_nodes: int,
+    guard: Guard,
 ) -> dict[str, Any]:
     """One element with its visible context, as a row of the result schema.
 
+    Every read runs under `guard`'s deadlines: the system of record's are required, the
+    graph's optional (without it the element comes without context; `guard.degraded` says
+    so).
+
     Raises:
         ElementNotFoundError: no such element, or one `clearance` may not see (the same error).
+        BackendUnavailableError: the system of record failed or was too late.
     """
     sor = _system_of_record(connectors)
-    state = (await sor.fetch([element_id], None)).get(element_id)
+    sor_name = getattr(sor, "name", type(sor).__name__)
+    found = await guard.required(sor_name, lambda: sor.fetch([element_id], None))
+    state = found.get(element_id)
     if state is None or not state_visible(clearance, state):
         raise ElementNotFoundError("no element with this id", field="element_id", value=element_id)
     graphs = [c for c in connectors if isinstance(c, GraphCapable)]
     edges: dict[tuple[str, str, str], GraphEdge] = {}
     nodes: set[str] = set()
     if expand_depth > 0 and graphs:
-        subgraphs = await together(
+        answered = await together(
             [
-                g.expand([element_id], expand_depth, None, None, backward_hops=CONTEXT_BACKWARD)
+                guard.optional(
+                    g.name,
+                    "graph",
+                    lambda g=g: g.expand(
+                        [element_id], expand_depth, None, None, backward_hops=CONTEXT_BACKWARD
+                    ),
+                )
                 for g in graphs
             ]
         )
+        subgraphs = [sub for sub in answered if sub is not None]
         edges = {e.key: e for sub in subgraphs for e in sub.edges}
         nodes = {n for sub in subgraphs for n in sub.nodes} - {element_id}
-    states = dict(await sor.fetch(sorted(nodes), None)) if nodes else {}
+    states: dict[str, StoredState] = {}
+    if nodes:
+        states.update(await guard.required(sor_name, lambda: sor.fetch(sorted(nodes), None)))
     states[element_id] = state
     visible = {eid for eid, s in states.items() if state_visible(clearance, s)}
     _, adj = reachable_subgraph(

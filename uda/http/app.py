@@ -32,6 +32,7 @@ from uda.http.metrics import CONTENT_TYPE, Metrics
 from uda.http.middleware import JsonBodyGuard, RequestContext
 from uda.http.models import (
     ClearanceOut,
+    DegradedOut,
     ElementOut,
     ExplainOut,
     HealthOut,
@@ -256,22 +257,28 @@ def create_app(
     async def element(
         caller: Caller,
         element_id: Annotated[str, Path(min_length=1, max_length=512)],
+        response: Response,
         expand_depth: Annotated[int, Query(ge=0, le=2)] = 1,
     ) -> ElementOut:
+        guard = client.guard()
         row = await access.lookup(
             client.connectors,
             element_id,
             caller.clearance,
             expand_depth=expand_depth,
             max_context_nodes=client.profile.search.max_context_nodes,
+            guard=guard,
         )
         found = search_result(row)
+        if guard.degraded:
+            response.headers[DEGRADED_HEADER] = degraded_header(guard.degraded)
         return ElementOut(
             element_id=found.element_id,
             element_type=found.element_type,
             name=found.name,
             properties=found.properties,
             context_nodes=found.context_nodes,
+            degraded=[DegradedOut.model_validate(d.to_dict()) for d in guard.degraded],
         )
 
     @app.get("/v1/ontology", responses=PROBLEMS, summary="JSON Schema of every element type")

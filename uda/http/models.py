@@ -113,6 +113,10 @@ class ElementOut(BaseModel):
     name: str | None
     properties: dict[str, Any]
     context_nodes: list[dict[str, Any]]
+    degraded: list[DegradedOut] = Field(
+        default_factory=list[DegradedOut],
+        description="backends the element was read without (no graph: no context nodes)",
+    )
 
 
 class HealthOut(BaseModel):

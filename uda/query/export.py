@@ -12,12 +12,13 @@ Formats, all in `ontology.result_schema()`:
 
 - `arrow`: an Arrow IPC stream. It ends with an empty batch whose custom metadata holds
   `uda.export.rows`, `uda.export.truncated` and `uda.export.pages`, so a stream cut short (a
-  server that failed half way) can be told from a complete one.
+  server that failed half way) can be told from a complete one, and `uda.export.degraded`
+  when a page was answered without some backend (a JSON list of backend, leg and reason).
 - `parquet`: one row group per page; the footer's key-value metadata holds the same keys.
 - `csv`: CSV cannot hold nested columns. The `properties` struct is flattened into typed
   columns `properties.<field>` (its fields are scalars); `extras` (a map) and
   `context_nodes` (a list of structs) are JSON text; dictionary columns are plain strings.
-  Nothing in the file says whether it was truncated: the report does.
+  Nothing in the file says whether it was truncated or degraded: the report does.
 
 Clearance is whatever the `run` function applies: the export never reads anything but the
 pages it is given, so it shows exactly what those searches would have shown.
@@ -30,8 +31,15 @@ import io
 import json
 import os
 import typing
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator
-from dataclasses import dataclass
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Sequence,
+)
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Protocol
@@ -45,6 +53,7 @@ from ontology import result_schema
 from ontology.arrow import properties_type
 from uda.errors import InvalidRequestError
 from uda.query.contracts import SearchRequest
+from uda.query.deadlines import Degradation
 
 ExportFormat = Literal["arrow", "parquet", "csv"]
 FORMATS: tuple[ExportFormat, ...] = ("arrow", "parquet", "csv")
@@ -66,6 +75,7 @@ RANKED_POOL = 1000
 META_ROWS = "uda.export.rows"
 META_TRUNCATED = "uda.export.truncated"
 META_PAGES = "uda.export.pages"
+META_DEGRADED = "uda.export.degraded"
 
 _FORMAT_SET: frozenset[str] = frozenset(FORMATS)
 _ARROW: Any = pa  # pyarrow's stubs leave some constructors partly untyped
@@ -83,6 +93,11 @@ class Page(Protocol):
 
     def to_batches(self) -> pa.RecordBatchReader:
         """The page's rows in `ontology.result_schema()`."""
+        ...
+
+    @property
+    def degraded(self) -> Sequence[Degradation]:
+        """Backends the page was answered without (each page runs under its deadlines)."""
         ...
 
 
@@ -133,6 +148,8 @@ class ExportReport:
         truncated: whether `max_rows` cut the answer short (more matches exist).
         pages: search pages read.
         ranked: a ranked export (its pool bounds it), or a structured one.
+        degraded: backends some page was answered without (graph context missing, a leg
+            left out); empty when every page was whole.
     """
 
     format: ExportFormat
@@ -141,6 +158,7 @@ class ExportReport:
     pages: int
     ranked: bool
     path: str | None = None
+    degraded: tuple[Degradation, ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -148,6 +166,14 @@ class _Status:
     rows: int = 0
     pages: int = 0
     truncated: bool = False
+    degraded: dict[tuple[str, str], Degradation] = field(
+        default_factory=dict[tuple[str, str], Degradation]
+    )
+
+    def saw(self, degraded: Sequence[Degradation]) -> None:
+        """Keep each backend and leg a page was answered without (the first reason)."""
+        for d in degraded:
+            self.degraded.setdefault((d.backend, d.leg), d)
 
 
 def check_export(format: str, max_rows: int) -> ExportFormat:
@@ -195,6 +221,7 @@ async def pages(
         batches = [batch for batch in response.to_batches() if batch.num_rows]
         status.pages += 1
         status.rows += sum(batch.num_rows for batch in batches)
+        status.saw(response.degraded)
         cursor = response.next_cursor
         status.truncated = cursor is not None and status.rows >= max_rows
         yield batches
@@ -209,11 +236,15 @@ class _Writer(Protocol):
 
 
 def _summary(status: _Status) -> dict[bytes, bytes]:
-    return {
+    summary = {
         META_ROWS.encode(): str(status.rows).encode(),
         META_TRUNCATED.encode(): b"true" if status.truncated else b"false",
         META_PAGES.encode(): str(status.pages).encode(),
     }
+    if status.degraded:
+        found = [d.to_dict() for d in status.degraded.values()]
+        summary[META_DEGRADED.encode()] = json.dumps(found).encode()
+    return summary
 
 
 def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -436,9 +467,10 @@ class _ExportSink:
             self._writer.write(batch)
             self._status.rows += batch.num_rows
 
-    def finish(self, *, pages: int, truncated: bool) -> None:
+    def finish(self, *, pages: int, truncated: bool, degraded: Sequence[Degradation] = ()) -> None:
         self._status.pages = pages
         self._status.truncated = truncated
+        self._status.saw(degraded)
         self._writer.finish(self._status)
 
     def abort(self) -> None:
@@ -504,6 +536,7 @@ def _report(
         pages=status.pages,
         ranked=request.query is not None,
         path=path,
+        degraded=tuple(status.degraded.values()),
     )
 
 
@@ -531,6 +564,7 @@ __all__ = [
     "FORMATS",
     "MAX_ROWS",
     "MEDIA_TYPES",
+    "META_DEGRADED",
     "META_PAGES",
     "META_ROWS",
     "META_TRUNCATED",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
@@ -24,7 +25,10 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from uda.errors import ConnectorError
+from uda.query.deadlines import Degradation
+from uda.query.explanation import degradations_from
 from uda.query.export import (
+    META_DEGRADED,
     META_PAGES,
     META_ROWS,
     META_TRUNCATED,
@@ -138,8 +142,8 @@ def _decode(
     file: BinaryIO,
     progress: Progress | None,
     loop: asyncio.AbstractEventLoop,
-) -> tuple[int, int, bool]:
-    """Read the stream from `pipe` and write it to `file`: (rows, pages, truncated)."""
+) -> tuple[int, int, bool, list[Degradation]]:
+    """Read the stream from `pipe` and write it to `file`: rows, pages, truncated, degraded."""
     writer = open_writer(kind, file)
     try:
         batches = _batches(pipe)
@@ -158,8 +162,10 @@ def _decode(
             raise _cut_short()
         pages = int(summary.get(META_PAGES.encode(), b"0"))
         truncated = summary.get(META_TRUNCATED.encode()) == b"true"
-        writer.finish(pages=pages, truncated=truncated)
-        return rows, pages, truncated
+        raw = summary.get(META_DEGRADED.encode())
+        degraded = [] if raw is None else degradations_from(json.loads(raw))
+        writer.finish(pages=pages, truncated=truncated, degraded=degraded)
+        return rows, pages, truncated, degraded
     except BaseException:
         writer.abort()
         raise
@@ -198,9 +204,15 @@ async def receive_export(
             await asyncio.wait([reading])
             raise
         pipe.end()
-        rows, pages, truncated = await reading
+        rows, pages, truncated, degraded = await reading
     return ExportReport(
-        format=format, rows=rows, truncated=truncated, pages=pages, ranked=ranked, path=path
+        format=format,
+        rows=rows,
+        truncated=truncated,
+        pages=pages,
+        ranked=ranked,
+        path=path,
+        degraded=tuple(degraded),
     )
 
 

@@ -8,7 +8,6 @@ phase 3 on every candidate, context node and edge.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
@@ -47,6 +46,7 @@ from uda.query.graph_context import (
     hops_still_visible,
     reachable_subgraph,
 )
+from uda.query.online import OfflineStores
 from uda.query.ordering import DEFAULT_ORDER
 from uda.query.plan import Plan, make_plan
 from uda.query.ranking import rank
@@ -56,7 +56,6 @@ from uda.query.searches import Searches
 from uda.query.structured import select_page, structured_result
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 
 
 class Planner:
@@ -78,7 +77,7 @@ class Planner:
         embedder: Embedder,
         defaults: SearchDefaults,
         fusion: Fusion | None = None,
-        offline: Iterable[str] = (),
+        offline: OfflineStores | Iterable[str] = (),
     ) -> None:
         self._vector = [c for c in connectors if isinstance(c, VectorCapable)]
         self._text = [c for c in connectors if isinstance(c, TextCapable)]
@@ -98,7 +97,7 @@ class Planner:
         # Shared by every search of this planner: a backend that keeps failing is skipped.
         self.breakers = Breakers()
         # Stores that could not connect when the client opened: connected on first use.
-        self._offline = set(offline)
+        self._offline = offline if isinstance(offline, OfflineStores) else OfflineStores(offline)
 
     def plan(self, request: SearchRequest) -> Plan:
         """Resolve a request against the profile (validates clearance, filters, types)."""
@@ -234,10 +233,7 @@ class Planner:
         A store offline when the client opened is connected here, by the first search that
         needs it and that its breaker lets through.
         """
-        if connector.name in self._offline:
-            await connector.connect()
-            self._offline.discard(connector.name)
-            log.warning("%s is connected: searches use it again", connector.name)
+        await self._offline.connected(connector)
         return await call()
 
     @staticmethod

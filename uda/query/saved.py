@@ -26,6 +26,7 @@ from connectors.contract.saved_queries import SavedQueryRow
 from uda.errors import QueryNotFoundError
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Position
+from uda.query.retries import Retries, retrying
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +118,24 @@ class QuerySaver:
             if now - self._last_prune >= _PRUNE_EVERY_S:
                 self._last_prune = now
                 older_than = int(time.time() * 1000) - self._retention_ms
+            rows = [query.to_row() for query in batch]
             try:
-                await self._sor.save_queries([query.to_row() for query in batch], older_than)
-            except Exception:
+                # Rows by query id: saving one twice keeps one, so a retry is safe.
+                await retrying(
+                    lambda rows=rows, older_than=older_than: self._sor.save_queries(
+                        rows, older_than
+                    ),
+                    Retries(),
+                )
+            except Exception as exc:
                 # The searches were answered; only asking for them again is lost. A read-only
                 # store (a replica) cannot keep them at all.
-                log.warning("could not save %d queries", len(batch), exc_info=True)
+                log.warning(
+                    "could not save %d queries: %s",
+                    len(batch),
+                    exc,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
 
     async def drain(self) -> None:
         """Wait until every queued query is written (or failed to be)."""

@@ -28,9 +28,15 @@ from ontology import Element, KnowledgeAsset, Relation
 from uda.embedder import Embedder
 from uda.errors import BackendUnavailableError, ConnectorError, StoresBehindError, UserError
 from uda.hlc import HybridLogicalClock, epoch_ms
-from uda.query.deadlines import DEFAULT_WRITE_TIMEOUT_S, bounded, required_within
+from uda.query.deadlines import (
+    DEFAULT_CALL_TIMEOUT_S,
+    DEFAULT_WRITE_TIMEOUT_S,
+    bounded,
+    required_within,
+)
 from uda.query.filters import element_filter_values
-from uda.query.retries import NO_RETRIES, Retries
+from uda.query.online import OfflineStores
+from uda.query.retries import NO_RETRIES
 from uda.write.chunking import DEFAULT_MAX_TOKENS, chunk_text
 from uda.write.validation import (
     ElementInput,
@@ -124,6 +130,8 @@ class Writer:
         clock: HybridLogicalClock,
         max_chunk_tokens: int = DEFAULT_MAX_TOKENS,
         write_timeout_s: float = DEFAULT_WRITE_TIMEOUT_S,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+        offline: OfflineStores | None = None,
     ) -> None:
         self._sor = system_of_record
         self._stores = list(stores)
@@ -133,6 +141,12 @@ class Writer:
         # Each page applied to a derived store must land within this: a hung store leaves
         # its entries in the outbox (`StoresBehindError`) instead of hanging the ingest.
         self._write_timeout_s = write_timeout_s
+        # Each read of the system of record (the outbox, the latest states) must answer
+        # within this: without it nothing can be written, so the ingest fails fast.
+        self._call_timeout_s = call_timeout_s
+        # Stores that could not connect when the client opened: connected by the first
+        # write (or search) that reaches them, so their outbox drains once they answer.
+        self._offline = offline or OfflineStores()
         # One writer at a time in this process: versions are read, then incremented.
         self._lock = asyncio.Lock()
 
@@ -186,18 +200,15 @@ class Writer:
                     )
             edge_hlc = self._clock.now() if new_edges else 0
             graph_edges = [_edge(r, edge_hlc) for r in new_edges]
-            await self._record(
-                lambda: self._sor.commit(
-                    WriteBatch(
-                        states=states,
-                        chunks=chunks,
-                        retire=retire,
-                        edges=graph_edges,
-                        stores=[s.key for s in self._stores],
-                        hlc=self._clock.last,
-                    )
-                ),
-                retries=NO_RETRIES,  # a commit whose answer was lost may have landed
+            await self._commit(
+                WriteBatch(
+                    states=states,
+                    chunks=chunks,
+                    retire=retire,
+                    edges=graph_edges,
+                    stores=[s.key for s in self._stores],
+                    hlc=self._clock.last,
+                )
             )
             report = IngestReport(
                 written=len(changed),
@@ -258,17 +269,14 @@ class Writer:
                     lambda: self._sor.live_edges([s.element_id for s in alive])
                 )
             ]
-            await self._record(
-                lambda: self._sor.commit(
-                    WriteBatch(
-                        states=states,
-                        retire=retire,
-                        edges=closing,
-                        stores=[s.key for s in self._stores],
-                        hlc=self._clock.last,
-                    )
-                ),
-                retries=NO_RETRIES,
+            await self._commit(
+                WriteBatch(
+                    states=states,
+                    retire=retire,
+                    edges=closing,
+                    stores=[s.key for s in self._stores],
+                    hlc=self._clock.last,
+                )
             )
             await self._sync_locked()
         return IngestReport(
@@ -322,16 +330,24 @@ class Writer:
             applied += len(items)
         return applied
 
-    async def _record(
-        self, call: Callable[[], Awaitable[T]], *, retries: Retries | None = None
-    ) -> T:
-        """A call to the system of record, within the write deadline.
+    async def _record(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A read (or an acknowledgement) of the system of record, within a call's deadline.
 
         Raises:
             BackendUnavailableError: naming the system of record, when it fails or is late
-                (a dead server would otherwise keep the ingest waiting for its pool).
+                (a dead server would otherwise keep the ingest waiting for its pool's 30 s).
         """
-        return await required_within(self._sor_name, call, self._write_timeout_s, retries)
+        return await required_within(self._sor_name, call, self._call_timeout_s)
+
+    async def _commit(self, batch: WriteBatch) -> None:
+        """Commit a batch within the write deadline: a big batch takes longer than a read.
+
+        Never retried: a commit whose answer was lost may have landed (running the ingest
+        again is what completes it, as after any interruption).
+        """
+        await required_within(
+            self._sor_name, lambda: self._sor.commit(batch), self._write_timeout_s, NO_RETRIES
+        )
 
     @property
     def _sor_name(self) -> str:
@@ -343,6 +359,7 @@ class Writer:
             (str(i.key[0]), str(i.key[1]), str(i.key[2])) for i in items if i.kind == "edge"
         ]
         connector = store.connector
+        await self._offline.connected(connector)
         if store.role in ("vector", "text") and state_keys:
             chunks = await self._record(lambda: self._sor.load_chunks(state_keys))
             if chunks and isinstance(connector, VectorCapable) and store.role == "vector":
