@@ -26,6 +26,7 @@ import pytest
 from test_filter_trees import corpus
 
 import uda
+from ontology import Document
 from uda.config import Profile, SearchDefaults
 from uda.embedder import SentenceTransformerEmbedder
 from uda.errors import BackendUnavailableError, StoresBehindError
@@ -38,6 +39,8 @@ DEADLINES = Deadlines(call_s=0.5, search_s=2.0, connect_s=2.0, write_s=2.0)
 BOUND_S = DEADLINES.search_s + 1.5  # and a margin for a loaded machine
 RECOVERY_S = 5.0  # the bound: whole answers again within 5 s of the return
 PUBLIC = ["public"]
+# Written while a backend is away.
+LATE_NOTE = Document(element_id="late-note", name="late note", text="written during an outage")
 EVERYONE = ["restricted", "project:*"]
 
 
@@ -187,9 +190,15 @@ def test_a_paused_system_of_record_fails_fast_and_recovers(
                 client.search("payment retries", limit=5, clearance_scope=EVERYONE)
             assert time.monotonic() - started < BOUND_S
             assert caught.value.connector == "postgres"
+            started = time.monotonic()
+            with pytest.raises(BackendUnavailableError, match="postgres"):  # nothing written
+                client.ingest([LATE_NOTE], [])
+            assert time.monotonic() - started < BOUND_S
         # Resumed: the pool serves again, within seconds; the same answer as before.
         after = _recovered(client)
         assert [r.element_id for r in after.results] == [r.element_id for r in before.results]
+        assert client.ingest([LATE_NOTE], []).written == 1  # the refused write, sent again
+        assert client.check().clean
 
 
 async def test_http_flags_a_degraded_answer_and_answers_503_without_the_store(
@@ -431,11 +440,16 @@ def test_a_killed_graph_store_degrades_searches_until_it_is_restarted(
                 assert [d.leg for d in answer.degraded] == ["graph"]
                 assert answer.results
                 assert all(_visible(r, clearance) for r in answer.results)
+            with pytest.raises(StoresBehindError) as caught:  # an ingest: it stands
+                client.ingest([LATE_NOTE], [])
+            assert caught.value.report.written == 1
         # Restarted (`up()` returns once it answers): whole again within seconds, no restart
         # of the client; the data written before the crash is all there.
         again = _recovered(client)
         assert again.degraded == []
-        assert [r.element_id for r in again.results] == [r.element_id for r in whole.results]
+        found = [r.element_id for r in again.results if r.element_id != LATE_NOTE.element_id]
+        assert found == [r.element_id for r in whole.results][: len(found)]
+        client.sync()
         assert client.check().clean
 
 

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import uda
+from connectors.base import GraphCapable, TextCapable
 from ontology import (
     Decision,
     Document,
@@ -752,3 +753,55 @@ def test_a_flood_of_hidden_matches_does_not_starve_the_pool(client: uda.Client) 
     everyone = client.search(query, limit=5, clearance_scope=["confidential", "project:*"])
     assert len(everyone) == 5
     assert "doc-visible" not in [r.element_id for r in everyone.results]
+
+
+# -- degraded answers --------------------------------------------------------------------------
+
+
+def _fail_leg(client: uda.Client, leg: str) -> None:
+    """Make the real connector's call of `leg` fail, as a backend that went away does."""
+
+    async def broken(*args: object, **kwargs: object) -> Any:
+        raise ConnectionResetError("connection reset by peer (injected)")
+
+    for connector in client.connectors:
+        if leg == "graph" and isinstance(connector, GraphCapable):
+            connector.expand = broken  # type: ignore[method-assign]
+        if leg == "lexical" and isinstance(connector, TextCapable):
+            connector.text_search = broken  # type: ignore[method-assign]
+
+
+@HYPOTHESIS
+@given(
+    corpus=corpora(),
+    callers=st.lists(principals, min_size=1, max_size=3),
+    query=queries,
+    limit=st.integers(1, 10),
+    leg=st.sampled_from(["graph", "lexical"]),
+)
+def test_a_degraded_answer_is_as_safe_as_a_whole_one(
+    embedder: SentenceTransformerEmbedder,
+    corpus: Corpus,
+    callers: list[tuple[str, ...]],
+    query: str,
+    limit: int,
+    leg: str,
+) -> None:
+    """Every property of a whole answer holds with a leg left out; without the graph the
+    answer is the one of a corpus without relations (no context, no centrality)."""
+    note(f"nodes={list(corpus.nodes.values())}")
+    note(f"relations={sorted(corpus.relations)} leg={leg}")
+    seen = corpus if leg != "graph" else Corpus(nodes=corpus.nodes, relations=frozenset())
+    with fresh_client(embedder) as client:
+        client.ingest(corpus.elements(), corpus.relation_objects())
+        _fail_leg(client, leg)
+        for entries in callers:
+            truth = Truth(corpus=seen, entries=entries)
+            for depth in (1, 2):
+                res = client.search(
+                    query, limit=limit, clearance_scope=list(entries), expand_depth=depth
+                )
+                # Flagged whenever the leg was needed (the graph is not, with no candidate).
+                assert {d.leg for d in res.degraded} <= {leg}
+                assert res.degraded or (leg == "graph" and not res.results)
+                check_response(truth, res, limit=limit, depth=depth, query=query)

@@ -418,6 +418,11 @@ class Client(SyncFacade[AsyncClient, SearchResponse]):
         """The resolved profile."""
         return self._async.profile
 
+    @property
+    def connectors(self) -> tuple[Connector, ...]:
+        """The open connectors, in the profile's order."""
+        return self._async.connectors
+
     def rerun(
         self,
         query_id: str,
