@@ -205,6 +205,7 @@ async def test_http_flags_a_degraded_answer_and_answers_503_without_the_store(
     profile: Profile,
     servers: Servers,
     embedder: SentenceTransformerEmbedder,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     import httpx
     from http_fixtures import QUESTION, Keys
@@ -277,6 +278,8 @@ async def test_http_flags_a_degraded_answer_and_answers_503_without_the_store(
                 back = await http.post("/v1/search", json=body, headers=admin)
             assert back.status_code == 200, back.text
             assert back.json()["degraded"] == []
+    # Every failure above was logged in a line that names it, never with a stack.
+    assert not [r.getMessage() for r in caplog.records if r.exc_info], "a traceback was logged"
 
 
 def _profile_file(profile: Profile, folder: Path) -> Path:

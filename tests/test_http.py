@@ -593,6 +593,8 @@ def test_uda_serve_answers_like_the_in_process_client(
     output = (tmp_path / "serve.log").read_text()
     assert code in {0, -signal.SIGTERM}, output[-2000:]
     assert "Application shutdown complete" in output, output[-2000:]
+    for noise in ("Traceback", "Event loop is closed", "Task was destroyed"):
+        assert noise not in output, output[-2000:]
 
 
 def test_table_equality_is_strict() -> None:
