@@ -373,7 +373,9 @@ class AsyncClient:
         No clearance means `public` only; an unknown prefix lists nothing.
         """
         sor = self._system_of_record()
-        return await discovery.describe_paths(sor, clearance_scope, prefix, values=values)
+        return await discovery.describe_paths(
+            sor, clearance_scope, prefix, values=values, guard=self.guard()
+        )
 
     async def operators(self) -> discovery.Operators:
         """The filter operators each field type takes, and what each means."""

@@ -117,6 +117,7 @@ async def check_writable(
     elements: Sequence[Element],
     relations: Iterable[Relation],
     raw_elements: Sequence[Any],
+    guard: Guard,
 ) -> None:
     """Refuse a write the principal's clearance does not cover (see the module docstring).
 
@@ -126,6 +127,7 @@ async def check_writable(
         elements: the validated elements of the batch.
         relations: the validated relations of the batch.
         raw_elements: the elements as sent, for the positions in error messages.
+        guard: the deadlines of the read (without the system of record: a fast 503).
 
     Raises:
         PermissionDeniedError: an element is above the grant, or replaces a hidden one.
@@ -154,7 +156,8 @@ async def check_writable(
         for end in ("source_id", "target_id")
     }
     wanted = sorted(batch | {eid for _, _, eid in endpoints})
-    latest = await sor.latest_states(wanted) if wanted else {}
+    sor_name = getattr(sor, "name", type(sor).__name__)
+    latest = await guard.required(sor_name, lambda: sor.latest_states(wanted)) if wanted else {}
     for element in elements:
         state = latest.get(element.element_id)
         if state is not None and not _latest_visible(grant, state):

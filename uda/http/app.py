@@ -244,7 +244,9 @@ def create_app(
             raise PermissionDeniedError(f"{caller.name!r} may not write", field="Authorization")
         elements = coerce_elements(body.elements)
         relations = coerce_relations(body.relations)
-        await access.check_writable(client.connectors, caller, elements, relations, body.elements)
+        await access.check_writable(
+            client.connectors, caller, elements, relations, body.elements, guard=client.guard()
+        )
         report = await client.ingest(elements, relations)
         return IngestOut.model_validate(dataclasses.asdict(report))
 

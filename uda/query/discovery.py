@@ -36,6 +36,7 @@ from connectors.contract.selection import Keyset, StateSelection
 from ontology import Element, element_class, element_types, relation_spec, relation_types
 from uda.errors import InvalidRequestError, UnknownFilterFieldError
 from uda.query.clearance import Clearance, state_visible
+from uda.query.deadlines import Guard
 from uda.query.filters.fields import base_type, filterable_fields
 from uda.query.filters.grammar import MAX_DEPTH, MAX_LEAVES, MAX_PATTERN, operator_allowed
 from uda.query.ordering import DEFAULT_ORDER, orderable_fields
@@ -298,14 +299,19 @@ def _shown(value: Scalar, annotation: Any) -> str | int | float | bool:
 
 
 async def count_values(
-    system_of_record: RelationalCapable, clearance: Clearance, paths: Sequence[FilterPath]
+    system_of_record: RelationalCapable,
+    clearance: Clearance,
+    paths: Sequence[FilterPath],
+    guard: Guard | None = None,
 ) -> list[FilterPath]:
     """`paths` with their visible values and counts (see the module's docstring).
 
     One scan of the current states the paths can read, in keyset batches; every state is
     checked with `state_visible` before any of its values is counted. The scan stops early
-    once every path has more than `MAX_LISTED_VALUES` distinct values.
+    once every path has more than `MAX_LISTED_VALUES` distinct values. With `guard`, each
+    batch is read within its deadlines (without the store: `BackendUnavailableError`).
     """
+    name = getattr(system_of_record, "name", type(system_of_record).__name__)
     readers: dict[str, list[FilterPath]] = {}  # element type -> the paths reading it
     for path in paths:
         for type_name in path.element_types:
@@ -322,11 +328,11 @@ async def count_values(
     )
     after: Keyset | None = None
     while len(many) < len(counts):
-        rows = await system_of_record.select_states(
-            StateSelection(
-                search_filter=search_filter, order=DEFAULT_ORDER, limit=SCAN_BATCH, after=after
-            )
+        selection = StateSelection(
+            search_filter=search_filter, order=DEFAULT_ORDER, limit=SCAN_BATCH, after=after
         )
+        read = lambda selection=selection: system_of_record.select_states(selection)  # noqa: E731
+        rows = await (read() if guard is None else guard.required(name, read))
         for state in rows:
             if not state_visible(clearance, state):
                 continue
@@ -366,6 +372,7 @@ async def describe_paths(
     prefix: str | None = None,
     *,
     values: bool = True,
+    guard: Guard | None = None,
 ) -> list[FilterPath]:
     """The paths starting with `prefix`, with the values `clearance_scope` may see (`values`).
 
@@ -385,7 +392,7 @@ async def describe_paths(
     paths = filter_paths(prefix)
     if not values or not paths:
         return paths
-    return await count_values(system_of_record, clearance, paths)
+    return await count_values(system_of_record, clearance, paths, guard)
 
 
 __all__ = [
