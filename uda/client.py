@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Self, Unpack, cast, overload
 
 from connectors.base import Connector, RelationalCapable, system_of_record
 from connectors.registry import connector_class
-from uda.config import Profile, load_profile
+from uda.config import EmbedderName, Profile, load_profile
 from uda.embedder import Embedder, SentenceTransformerEmbedder
 from uda.errors import ConfigError, ConnectorError
 from uda.facade import SyncFacade
@@ -49,16 +49,24 @@ from uda.write.writer import IngestReport, Writer, derived_stores
 if TYPE_CHECKING:
     from uda.http.remote import AsyncRemoteClient, RemoteClient
 
-_EMBEDDERS: dict[str | None, SentenceTransformerEmbedder] = {}
+_EMBEDDERS: dict[tuple[str | None, EmbedderName], Embedder] = {}
 _EMBEDDERS_LOCK = threading.Lock()
 
 
-def shared_embedder(model_path: str | None = None) -> SentenceTransformerEmbedder:
-    """One embedder per model in the process: the model loads once, however many clients."""
+def shared_embedder(
+    model_path: str | None = None, kind: EmbedderName = "sentence-transformers"
+) -> Embedder:
+    """One embedder per model and runtime in the process: it loads once, however many clients."""
     with _EMBEDDERS_LOCK:
-        if model_path not in _EMBEDDERS:
-            _EMBEDDERS[model_path] = SentenceTransformerEmbedder(model_path)
-        return _EMBEDDERS[model_path]
+        key = (model_path, kind)
+        if key not in _EMBEDDERS:
+            if kind == "onnx":
+                from uda.embedding.onnx import OnnxEmbedder
+
+                _EMBEDDERS[key] = OnnxEmbedder(model_path)
+            else:
+                _EMBEDDERS[key] = SentenceTransformerEmbedder(model_path)
+        return _EMBEDDERS[key]
 
 
 log = logging.getLogger(__name__)
@@ -106,7 +114,7 @@ class AsyncClient:
         offline = OfflineStores(
             c.name for c, up in zip(connectors, outcomes, strict=True) if up is False
         )
-        embedder = self._embedder or shared_embedder(self.profile.model_path)
+        embedder = self._embedder or shared_embedder(self.profile.model_path, self.profile.embedder)
         clock = self._clock or HybridLogicalClock()
         # Never stamp below what is already stored, whatever the wall clock says now.
         clock.observe(await sor.last_hlc())
@@ -177,7 +185,7 @@ class AsyncClient:
     @property
     def embedder(self) -> Embedder:
         """The query and passage embedder this client uses."""
-        return self._embedder or shared_embedder(self.profile.model_path)
+        return self._embedder or shared_embedder(self.profile.model_path, self.profile.embedder)
 
     def _require(self) -> tuple[Planner, Writer]:
         if self._planner is None or self._writer is None:
@@ -424,6 +432,11 @@ class Client(SyncFacade[AsyncClient, SearchResponse]):
     def connectors(self) -> tuple[Connector, ...]:
         """The open connectors, in the profile's order."""
         return self._async.connectors
+
+    @property
+    def embedder(self) -> Embedder:
+        """The query and passage embedder this client uses."""
+        return self._async.embedder
 
     def rerun(
         self,

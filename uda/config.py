@@ -29,11 +29,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from uda.errors import ConfigError
 from uda.query.deadlines import Deadlines
 from uda.query.fusion import DEFAULT_WEIGHTS, Leg
+
+EmbedderName = Literal["sentence-transformers", "onnx"]
 
 DEFAULT_ROOT = Path(".uda")
 
@@ -66,6 +68,12 @@ class Profile:
     connectors: tuple[ConnectorSpec, ...]
     search: SearchDefaults = field(default_factory=SearchDefaults)
     model_path: str | None = None
+    embedder: EmbedderName = "sentence-transformers"
+    """Which runtime embeds (`[uda] embedder`): `sentence-transformers` (torch) or `onnx`
+    (ONNX Runtime; the same vectors, docs/adr/0027-onnx-embedder.md)."""
+
+
+EMBEDDERS: tuple[EmbedderName, ...] = ("sentence-transformers", "onnx")
 
 
 def embedded_profile(root: str | Path = DEFAULT_ROOT) -> Profile:
@@ -125,7 +133,18 @@ def _from_toml(file: Path, root_override: str | Path | None) -> Profile:
         connectors=specs,
         search=_search_defaults(data.get("search", {})),
         model_path=section.get("model_path"),
+        embedder=_embedder(section.get("embedder", "sentence-transformers")),
     )
+
+
+def _embedder(value: Any) -> EmbedderName:
+    if value not in EMBEDDERS:
+        raise ConfigError(
+            f"[uda] embedder: {value!r} is not an embedder; use one of {', '.join(EMBEDDERS)}",
+            field="embedder",
+            value=value,
+        )
+    return value
 
 
 def _connector_spec(item: Any, root: Path) -> ConnectorSpec:

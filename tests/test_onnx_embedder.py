@@ -1,0 +1,89 @@
+"""The ONNX embedder gives torch's vectors, exports once per model, and refuses nothing new."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from uda.embedder import SentenceTransformerEmbedder, packaged_model_path
+from uda.embedding.onnx import OnnxEmbedder, exported_model, model_fingerprint
+
+pytest.importorskip("onnxruntime")
+
+TEXTS = [
+    "payment retries",
+    "How does the ledger record a refund that was attempted twice?",
+    "Decision: all services use the shared circuit breaker library.",
+    "",  # an empty text has a vector too
+    "ünïcödé, emoji 🚀 and numbers 12345",
+    "word " * 400,  # longer than the model's 256 tokens: cut as sentence-transformers cuts
+]
+
+
+@pytest.fixture(scope="module")
+def onnx(tmp_path_factory: pytest.TempPathFactory) -> OnnxEmbedder:
+    return OnnxEmbedder(cache=tmp_path_factory.mktemp("onnx-cache"))
+
+
+def test_onnx_vectors_match_torch(
+    onnx: OnnxEmbedder, embedder: SentenceTransformerEmbedder
+) -> None:
+    ours = onnx.embed_documents(TEXTS)
+    theirs = embedder.embed_documents(TEXTS)
+    assert ours.shape == theirs.shape == (len(TEXTS), 384)
+    cosines = (ours * theirs).sum(axis=1)
+    assert cosines.min() >= 0.9999, cosines
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    query = onnx.embed_query("payment retries")
+    assert float(query @ embedder.embed_query("payment retries")) >= 0.9999
+
+
+def test_a_batch_gives_the_vectors_of_its_texts_alone(onnx: OnnxEmbedder) -> None:
+    together = onnx.embed_documents(TEXTS)
+    alone = np.stack([onnx.embed_documents([t])[0] for t in TEXTS])
+    assert np.allclose(together, alone, atol=1e-5)  # padding and sorting change nothing
+
+
+def test_the_export_is_made_once_per_model_and_keyed_by_its_fingerprint(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    first = exported_model(packaged_model_path(), cache)
+    stamp = first.stat().st_mtime_ns
+    assert exported_model(packaged_model_path(), cache) == first  # not exported again
+    assert first.stat().st_mtime_ns == stamp
+    assert first.parent.name == model_fingerprint(packaged_model_path())
+    # Another model (here: the same files with another tokenizer setting) is another key.
+    copy = tmp_path / "model"
+    shutil.copytree(packaged_model_path(), copy)
+    (copy / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
+    assert model_fingerprint(copy) != model_fingerprint(packaged_model_path())
+    assert not list(first.parent.glob(".model-*"))  # no partial export left
+
+
+def test_a_profile_chooses_the_onnx_embedder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uda
+    from uda.config import load_profile
+    from uda.errors import ConfigError
+
+    monkeypatch.setenv("UDA_CACHE_DIR", str(tmp_path / "cache"))  # not the user's cache
+    file = tmp_path / "p.toml"
+    file.write_text('[uda]\npath = "data"\nembedder = "onnx"\n')
+    profile = load_profile(file)
+    assert profile.embedder == "onnx"
+    with uda.Client(profile) as client:
+        assert type(client.embedder).__name__ == "OnnxEmbedder"
+        client.ingest(
+            [{"element_type": "Document", "element_id": "d1", "name": "n", "text": "refunds"}]
+        )
+        found = client.search("refunds", clearance_scope=["internal"])
+        assert [r.element_id for r in found.results] == ["d1"]
+    file.write_text('[uda]\nembedder = "torch"\n')
+    with pytest.raises(ConfigError, match="embedder") as caught:
+        load_profile(file)
+    assert caught.value.field == "embedder"

@@ -1,0 +1,284 @@
+"""The sentence-transformers model run by ONNX Runtime: the same vectors, a fraction of the time.
+
+The packaged weights (a sentence-transformers folder: a BERT model, mean pooling, L2
+normalisation) are exported to ONNX once, with torch, into a cache folder keyed by the
+weights' fingerprint (`model_fingerprint`), and loaded from there ever after: a changed model
+gets a new export, an unchanged one is never exported twice. The transformer runs in ONNX
+Runtime; tokenisation is the model's own (`tokenizer.json`, the same fast tokenizer
+sentence-transformers uses, truncated at the model's `max_seq_length`); pooling and
+normalisation are done here exactly as sentence-transformers does them (the mean of the
+token vectors under the attention mask, then unit length), so the vectors match torch's
+(tests/test_onnx_embedder.py: cosine >= 0.9999) and stores embedded either way stay valid.
+
+The export writes to a temporary file renamed into place, under a lock file: two processes
+starting together export once, and a killed export leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib
+import json
+import os
+import tempfile
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uda.embedder import Vector, packaged_model_path
+
+ONNX_OPSET = 17
+# Files whose bytes decide the vectors: the weights, the architecture, the tokenizer, and how
+# the model is pooled and cut.
+_FINGERPRINTED = (
+    "model.safetensors",
+    "pytorch_model.bin",
+    "config.json",
+    "tokenizer.json",
+    "sentence_bert_config.json",
+    "modules.json",
+    "1_Pooling/config.json",
+)
+_EXPORT_VERSION = "1"  # bumped when the export itself changes (inputs, opset, outputs)
+
+
+def model_fingerprint(model_path: str | Path) -> str:
+    """A digest of the model folder's files that decide its vectors (16 hex digits)."""
+    folder = Path(model_path)
+    digest = hashlib.sha256(_EXPORT_VERSION.encode())
+    for name in _FINGERPRINTED:
+        file = folder / name
+        if file.is_file():
+            digest.update(name.encode())
+            with file.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    """Where exports are kept: `$UDA_CACHE_DIR`, else `$XDG_CACHE_HOME/uda`, else ~/.cache/uda."""
+    explicit = os.environ.get("UDA_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "uda"
+
+
+def exported_model(model_path: str | Path, cache: Path | None = None) -> Path:
+    """The ONNX file of the model at `model_path`, exported first if the cache lacks it."""
+    fingerprint = model_fingerprint(model_path)
+    folder = (cache or cache_root()) / "onnx" / fingerprint
+    target = folder / "model.onnx"
+    if target.is_file():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    with _locked(folder / ".lock"):
+        if not target.is_file():  # another process may have exported it meanwhile
+            _export(Path(model_path), target)
+    return target
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Generator[None]:
+    with path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _export(model_path: Path, target: Path) -> None:
+    """Export the transformer (token ids in, token vectors out) with torch, atomically."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    torch: Any = importlib.import_module("torch")
+    transformers: Any = importlib.import_module("transformers")
+
+    # Eager attention traces into plain operators; the fused kernel's checks would be baked
+    # into the graph as constants.
+    bert: Any = transformers.AutoModel.from_pretrained(str(model_path), attn_implementation="eager")
+    bert.eval()
+
+    class TokenVectors(torch.nn.Module):  # keyword arguments: forward's order has changed
+        def __init__(self) -> None:
+            super().__init__()  # pyright: ignore[reportUnknownMemberType]
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            out = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            )
+            return out.last_hidden_state
+
+    model = TokenVectors()
+    ids = torch.ones((2, 8), dtype=torch.long)
+    inputs = (ids, torch.ones_like(ids), torch.zeros_like(ids))
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    dynamic = {name: {0: "batch", 1: "tokens"} for name in names}
+    dynamic["last_hidden_state"] = {0: "batch", 1: "tokens"}
+    handle, partial = tempfile.mkstemp(prefix=".model-", suffix=".onnx", dir=target.parent)
+    os.close(handle)
+    try:
+        # The TorchScript exporter: the newer one needs onnxscript, which is not installed.
+        with torch.no_grad(), warnings.catch_warnings():
+            # Tracer notes on shapes that are constant for this model: noise to a user.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                model,
+                inputs,
+                partial,
+                input_names=names,
+                output_names=["last_hidden_state"],
+                dynamic_axes=dynamic,
+                opset_version=ONNX_OPSET,
+                dynamo=False,
+            )
+        os.replace(partial, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+
+
+class OnnxEmbedder:
+    """A sentence-transformers model folder, run by ONNX Runtime on the CPU.
+
+    Args:
+        model_path: a local sentence-transformers folder; defaults to the packaged
+            all-MiniLM-L6-v2.
+        batch_size: documents per forward pass on ingest.
+        cache_size: how many query embeddings to keep.
+        threads: ONNX Runtime's intra-op threads (default: the cores, at most 4).
+        cache: where exports are kept (default `cache_root()`).
+    """
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        *,
+        batch_size: int = 32,
+        cache_size: int = 4096,
+        threads: int | None = None,
+        cache: Path | None = None,
+    ) -> None:
+        self._model_path = model_path
+        self._batch_size = batch_size
+        self._cache_size = cache_size
+        self._threads = threads or min(os.cpu_count() or 1, 4)
+        self._export_cache = cache
+        self._queries: OrderedDict[str, Vector] = OrderedDict()
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._dimension: int | None = None
+
+    @property
+    def model_path(self) -> str:
+        """The folder the weights are read from."""
+        return self._model_path or packaged_model_path()
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's fingerprint (`model_fingerprint`)."""
+        return model_fingerprint(self.model_path)
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                ort: Any = importlib.import_module("onnxruntime")
+                tokenizers: Any = importlib.import_module("tokenizers")
+
+                folder = Path(self.model_path)
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = self._threads
+                options.inter_op_num_threads = 1
+                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                onnx_file = exported_model(folder, self._export_cache)
+                session = ort.InferenceSession(
+                    str(onnx_file), options, providers=["CPUExecutionProvider"]
+                )
+                tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+                tokenizer.enable_truncation(max_length=_max_length(folder))
+                tokenizer.enable_padding(pad_id=_pad_id(tokenizer), pad_token=_PAD)
+                self._dimension = int(session.get_outputs()[0].shape[-1])
+                self._tokenizer, self._session = tokenizer, session
+            return self._session, self._tokenizer
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector (384 for MiniLM)."""
+        self._load()
+        assert self._dimension is not None  # noqa: S101 - set by _load
+        return self._dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> Vector:
+        """Embed in batches; rows are unit length."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        session, tokenizer = self._load()
+        # Similar lengths together: a batch is padded to its longest text.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            rows = order[start : start + self._batch_size]
+            out[rows] = _embed(session, tokenizer, [texts[i] for i in rows])
+        return out
+
+    def embed_query(self, text: str) -> Vector:
+        """Embed one query, from the cache when seen before."""
+        with self._lock:
+            cached = self._queries.get(text)
+            if cached is not None:
+                self._queries.move_to_end(text)
+                return cached
+        vector = self.embed_documents([text])[0]
+        with self._lock:
+            self._queries[text] = vector
+            if len(self._queries) > self._cache_size:
+                self._queries.popitem(last=False)
+        return vector
+
+
+def _embed(session: Any, tokenizer: Any, texts: list[str]) -> Vector:
+    encodings = tokenizer.encode_batch(texts)
+    ids = np.array([e.ids for e in encodings], dtype=np.int64)
+    mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+    (tokens,) = session.run(
+        ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    )
+    # Mean pooling over the real tokens, then unit length: sentence-transformers' Pooling
+    # (mean tokens) and Normalize modules, in float32 as they compute it.
+    weights = mask[:, :, None].astype(np.float32)
+    summed = (tokens * weights).sum(axis=1)
+    counts = np.clip(weights.sum(axis=1), 1e-9, None)
+    pooled = summed / counts
+    norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    return (pooled / norms).astype(np.float32)
+
+
+def _max_length(folder: Path) -> int:
+    """The model's `max_seq_length` (sentence-transformers cuts there; 512 without one)."""
+    config = folder / "sentence_bert_config.json"
+    if config.is_file():
+        return int(json.loads(config.read_text()).get("max_seq_length", 512))
+    return 512
+
+
+_PAD = "[PAD]"  # BERT's padding token
+
+
+def _pad_id(tokenizer: Any) -> int:
+    pad = tokenizer.token_to_id(_PAD)
+    return 0 if pad is None else int(pad)
+
+
+__all__ = ["OnnxEmbedder", "cache_root", "exported_model", "model_fingerprint"]
