@@ -262,7 +262,15 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "ratio_to_uda_embedded",
         "ratio_to_uda_server",
     ),
-    "ingest": ("chunks", "seconds", "chunks_per_s", "ratio_to_raw"),
+    "ingest": (
+        "chunks",
+        "seconds",
+        "chunks_per_s",
+        "ratio_to_raw",
+        "query_p50_ms",
+        "query_p95_ms",
+        "min_cosine_to_torch",
+    ),
     "resilience": (
         "searches",
         "whole",

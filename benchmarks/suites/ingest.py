@@ -4,17 +4,27 @@ The same SciFact passages are (1) chunked as the write path chunks them and embe
 model alone, in batches of the same size as the ingest calls, and (2) ingested through
 `client.ingest` into a fresh store of each profile with the same model (no text cache: every
 chunk is embedded). Both are in chunks per second; the ratio is ingest / raw.
+
+Then the embedders side by side on the same texts (issue 18): `embedder: sentence-transformers`
+(torch) and `embedder: onnx` (ONNX Runtime), each with its query p50/p95 (one SciFact query
+per call, no cache), its chunks per second over the same chunks, and for ONNX the smallest
+cosine between its vectors and torch's (>= 0.9999 keeps stores valid).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+
+import numpy as np
 
 from benchmarks.datasets import read_beir
+from benchmarks.metrics import latency_summary
 from benchmarks.suites import Context, SuiteResult
 from benchmarks.systems import make_profile, open_client
 from ontology import Document
 from uda.client import shared_embedder
+from uda.embedder import Embedder
 from uda.write.chunking import chunk_text
 
 DATASET = "scifact"
@@ -78,3 +88,56 @@ def run(ctx: Context, result: SuiteResult) -> None:
             },
             params={"batch_passages": BATCH},
         )
+    _embedders(ctx, result, [t for group in texts for t in group], list(read_queries(ctx)))
+
+
+def read_queries(ctx: Context) -> list[str]:
+    """SciFact's test queries, as many as the preset's scale queries."""
+    queries = read_beir(ctx.data / "scifact").queries
+    return list(queries.values())[: max(ctx.preset.scale_queries, 20)]
+
+
+def _embedders(
+    ctx: Context, result: SuiteResult, chunks: Sequence[str], queries: Sequence[str]
+) -> None:
+    """Both runtimes on the same chunks and queries, one after the other."""
+    from uda.embedding.onnx import OnnxEmbedder
+
+    torch_model = shared_embedder()
+    reference: np.ndarray | None = None
+    for kind, model in (("sentence-transformers", torch_model), ("onnx", OnnxEmbedder())):
+        ctx.log(f"ingest: embedder {kind}, {len(queries)} queries and {len(chunks)} chunks")
+        model.embed_documents(list(chunks[:BATCH]))  # loaded and warm
+        walls = _query_walls(model, queries)
+        started = time.perf_counter()
+        vectors = np.concatenate(
+            [
+                model.embed_documents(list(chunks[start : start + BATCH]))
+                for start in range(0, len(chunks), BATCH)
+            ]
+        )
+        seconds = time.perf_counter() - started
+        metrics = {f"query_{k}": v for k, v in latency_summary(walls).items() if k != "n"}
+        rate = len(chunks) / seconds
+        metrics |= {"chunks": len(chunks), "seconds": seconds, "chunks_per_s": rate}
+        if reference is None:
+            reference = vectors
+        else:
+            metrics["min_cosine_to_torch"] = float((vectors * reference).sum(axis=1).min())
+        result.add(
+            dataset=DATASET,
+            system="model",
+            method=f"embedder: {kind}",
+            metrics=metrics,
+            params={"batch_chunks": BATCH, "queries": len(queries)},
+        )
+
+
+def _query_walls(model: Embedder, queries: Sequence[str]) -> list[float]:
+    """Milliseconds per query, each embedded alone (`embed_documents`: no query cache)."""
+    walls: list[float] = []
+    for query in queries:
+        started = time.perf_counter()
+        model.embed_documents([query])
+        walls.append((time.perf_counter() - started) * 1000)
+    return walls
