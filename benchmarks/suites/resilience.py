@@ -31,18 +31,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from benchmarks.metrics import latency_summary, percentile
+from benchmarks.serving import Service, served
 from benchmarks.suites import Context, SuiteResult
 from benchmarks.synthetic import LEVELS, SyntheticCorpus, SyntheticSpec
 from benchmarks.systems import Servers, open_client
@@ -131,7 +129,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
             profile = servers.profile(f"resilience {scenario.name}")
             truth = _ingest(ctx, profile, corpus)
             ctx.log(f"resilience: {scenario.name}, {preset.resilience_clients} clients")
-            with _service(profile) as service:
+            with served(profile, CALLERS) as service:
                 figures = _scenario(ctx, scenario, service, truth, corpus.queries, services)
                 figures.update(_after(ctx, profile, service, figures.pop("_written")))
                 if figures["log_noise"]:
@@ -169,77 +167,6 @@ def _ingest(
     for i in range(corpus.n_assets):
         truth[corpus.asset_id(i)] = (int(corpus.rank[i]), corpus.scope_of(i))
     return truth
-
-
-@dataclass
-class Service:
-    """A running `uda serve`, its address, keys and log."""
-
-    process: subprocess.Popen[bytes]
-    base_url: str
-    keys: dict[tuple[str, ...], str]
-    writer_key: str
-    log: Path
-    profile_file: Path
-
-
-@contextlib.contextmanager
-def _service(profile: Profile) -> Iterator[Service]:
-    """`uda serve` on the profile, in a process of its own, stopped at the end."""
-    from uda.http.auth import key_entry_toml, new_api_key
-    from uda.services.base import free_port
-
-    folder = profile.root
-    folder.mkdir(parents=True, exist_ok=True)
-    profile_file = folder / "profile.toml"
-    profile_file.write_text(_toml(profile))
-    keys = {caller: new_api_key() for caller in CALLERS}
-    writer_key = new_api_key()
-    entries = [key_entry_toml(f"c{i}", keys[c], c) for i, c in enumerate(CALLERS)]
-    entries.append(key_entry_toml("writer", writer_key, ["public"], can_write=True))
-    keys_file = folder / "keys.toml"
-    keys_file.write_text("\n".join(entries))
-    port = free_port()
-    log = folder / "serve.log"
-    command = [sys.executable, "-c", "from uda.cli import main; raise SystemExit(main())"]
-    command += ["--profile", str(profile_file), "serve", "--keys", str(keys_file)]
-    command += ["--port", str(port), "--log-level", "warning"]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
-    service = Service(process, f"http://127.0.0.1:{port}", keys, writer_key, log, profile_file)
-    try:
-        _wait_ready(service)
-        yield service
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _toml(profile: Profile) -> str:
-    lines = ["[uda]", f"path = {json.dumps(str(profile.root / 'data'))}", ""]
-    for spec in profile.connectors:
-        lines += ["[[connectors]]", f"name = {json.dumps(spec.name)}"]
-        lines += [f"{key} = {json.dumps(value)}" for key, value in spec.options.items()]
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _wait_ready(service: Service, timeout: float = 120.0) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if service.process.poll() is not None:
-            raise RuntimeError(f"uda serve exited: {service.log.read_text()[-2000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{service.base_url}/readyz", timeout=2).status_code == 200:
-                return
-        time.sleep(0.5)
-    raise RuntimeError(f"uda serve not ready after {timeout:.0f} s")
 
 
 # -- the scenario --------------------------------------------------------------------------
