@@ -292,8 +292,11 @@ async def test_http_flags_a_degraded_answer_and_answers_503_without_the_store(
                 back = await http.post("/v1/search", json=body, headers=admin)
             assert back.status_code == 200, back.text
             assert back.json()["degraded"] == []
-    # Every failure above was logged in a line that names it, never with a stack.
+    # Every failure above was logged in a line that names it, never with a stack, and no
+    # task of the client, the service or the remote client was left behind or unread.
     assert not [r.getMessage() for r in caplog.records if r.exc_info], "a traceback was logged"
+    unclean = ("Task was destroyed", "Event loop is closed", "never retrieved")
+    assert not [r.getMessage() for r in caplog.records if any(u in r.getMessage() for u in unclean)]
 
 
 def _profile_file(profile: Profile, folder: Path) -> Path:

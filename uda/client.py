@@ -125,13 +125,17 @@ class AsyncClient:
             defaults=self.profile.search,
             offline=offline,
         )
+        deadlines = self.profile.search.deadlines
+        sor_call_s = deadlines.call_for(cast("Connector", sor).name)
         self._writer = Writer(
             system_of_record=sor,
             stores=derived_stores(connectors),
             embedder=embedder,
             clock=clock,
-            write_timeout_s=self.profile.search.deadlines.write_s,
-            call_timeout_s=self.profile.search.deadlines.call_for(cast("Connector", sor).name),
+            write_timeout_s=deadlines.write_s,
+            # A write waits on no one: a slow read must not fail it, a dead store must, in
+            # seconds rather than the pool's 30 (the longer of a call's and a connection's).
+            call_timeout_s=max(sor_call_s, deadlines.connect_s),
             offline=offline,
         )
         return self

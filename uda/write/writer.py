@@ -142,7 +142,7 @@ class Writer:
         # its entries in the outbox (`StoresBehindError`) instead of hanging the ingest.
         self._write_timeout_s = write_timeout_s
         # Each read of the system of record (the outbox, the latest states) must answer
-        # within this: without it nothing can be written, so the ingest fails fast.
+        # within this: without it nothing can be written, so the ingest fails in seconds.
         self._call_timeout_s = call_timeout_s
         # Stores that could not connect when the client opened: connected by the first
         # write (or search) that reaches them, so their outbox drains once they answer.
