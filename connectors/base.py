@@ -307,6 +307,11 @@ class RelationalCapable(ABC):
         return None
 
 
+def backend_name(backend: object) -> str:
+    """How errors, logs and degraded flags name a backend: its `name`, else its class."""
+    return str(getattr(backend, "name", type(backend).__name__))
+
+
 def system_of_record(connectors: Iterable[Connector]) -> RelationalCapable:
     """The profile's system of record: its first RelationalCapable connector.
 

@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from connectors.base import Connector, GraphCapable, RelationalCapable, system_of_record
+from connectors.base import (
+    Connector,
+    GraphCapable,
+    RelationalCapable,
+    backend_name,
+    system_of_record,
+)
 from connectors.contract.records import GraphEdge
 from connectors.contract.system_of_record import StoredState
 from ontology import Element, Relation
@@ -62,7 +68,7 @@ async def lookup(
         BackendUnavailableError: the system of record failed or was too late.
     """
     sor = _system_of_record(connectors)
-    sor_name = getattr(sor, "name", type(sor).__name__)
+    sor_name = backend_name(sor)
     found = await guard.required(sor_name, lambda: sor.fetch([element_id], None))
     state = found.get(element_id)
     if state is None or not state_visible(clearance, state):
@@ -156,7 +162,7 @@ async def check_writable(
         for end in ("source_id", "target_id")
     }
     wanted = sorted(batch | {eid for _, _, eid in endpoints})
-    sor_name = getattr(sor, "name", type(sor).__name__)
+    sor_name = backend_name(sor)
     latest = await guard.required(sor_name, lambda: sor.latest_states(wanted)) if wanted else {}
     for element in elements:
         state = latest.get(element.element_id)

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from connectors.base import RelationalCapable
+from connectors.base import RelationalCapable, backend_name
 from connectors.contract.predicates import Op, Scalar
 from connectors.contract.records import SearchFilter
 from connectors.contract.selection import Keyset, StateSelection
@@ -311,7 +311,7 @@ async def count_values(
     once every path has more than `MAX_LISTED_VALUES` distinct values. With `guard`, each
     batch is read within its deadlines (without the store: `BackendUnavailableError`).
     """
-    name = getattr(system_of_record, "name", type(system_of_record).__name__)
+    name = backend_name(system_of_record)
     readers: dict[str, list[FilterPath]] = {}  # element type -> the paths reading it
     for path in paths:
         for type_name in path.element_types:

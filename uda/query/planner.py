@@ -12,7 +12,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
+from connectors.base import (
+    Connector,
+    GraphCapable,
+    RelationalCapable,
+    TextCapable,
+    VectorCapable,
+    backend_name,
+)
 from connectors.contract.filter_tree import relation_predicates
 from connectors.contract.records import GraphEdge
 from connectors.contract.system_of_record import StateClearance, StoredState
@@ -93,7 +100,7 @@ class Planner:
         self._defaults = defaults
         self._fusion: Fusion = ReciprocalRankFusion() if fusion is None else fusion
         self._searches = Searches(self, system_of_record)
-        self._sor_name: str = getattr(system_of_record, "name", type(system_of_record).__name__)
+        self._sor_name: str = backend_name(system_of_record)
         # Shared by every search of this planner: a backend that keeps failing is skipped.
         self.breakers = Breakers()
         # Stores that could not connect when the client opened: connected on first use.
@@ -107,7 +114,7 @@ class Planner:
             vector=tuple(c.name for c in self._vector),
             text=tuple(c.name for c in self._text),
             graph=tuple(c.name for c in self._graph),
-            system_of_record=getattr(self._sor, "name", type(self._sor).__name__),
+            system_of_record=backend_name(self._sor),
         )
 
     async def search(self, request: SearchRequest, *, owner: str | None = None) -> SearchResponse:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
-from connectors.base import RelationalCapable
+from connectors.base import RelationalCapable, backend_name
 from connectors.contract.selection import Keyset
 from uda.errors import PlanError
 from uda.hlc import wall_clock_ms
@@ -179,7 +179,7 @@ class Searches:
 
     @property
     def _sor_name(self) -> str:
-        return getattr(self._sor, "name", type(self._sor).__name__)
+        return backend_name(self._sor)
 
 
 async def _within(

@@ -21,7 +21,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from connectors.base import Connector, GraphCapable, RelationalCapable, TextCapable, VectorCapable
+from connectors.base import (
+    Connector,
+    GraphCapable,
+    RelationalCapable,
+    TextCapable,
+    VectorCapable,
+    backend_name,
+)
 from connectors.contract.records import OPEN, GraphEdge, GraphNode
 from connectors.contract.system_of_record import ChunkRow, OutboxItem, StoredState, WriteBatch
 from ontology import Element, KnowledgeAsset, Relation
@@ -351,7 +358,7 @@ class Writer:
 
     @property
     def _sor_name(self) -> str:
-        return getattr(self._sor, "name", type(self._sor).__name__)
+        return backend_name(self._sor)
 
     async def _apply(self, store: DerivedStore, items: Sequence[OutboxItem]) -> None:
         state_keys = [(str(i.key[0]), int(i.key[1])) for i in items if i.kind == "state"]

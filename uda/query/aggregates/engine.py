@@ -22,7 +22,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from itertools import product
 from typing import TypeVar
 
-from connectors.base import Connector, GraphCapable, RelationalCapable, system_of_record
+from connectors.base import (
+    Connector,
+    GraphCapable,
+    RelationalCapable,
+    backend_name,
+    system_of_record,
+)
 from connectors.contract.aggregation import (
     GroupKey,
     StateAggregation,
@@ -107,7 +113,7 @@ class Aggregator:
         self._sor: RelationalCapable = system_of_record(connectors)
         self._graphs = [c for c in connectors if isinstance(c, GraphCapable)]
         self._pushdown = pushdown
-        self._sor_name: str = getattr(self._sor, "name", type(self._sor).__name__)
+        self._sor_name: str = backend_name(self._sor)
 
     async def aggregate(self, request: AggregateRequest) -> AggregateResponse:
         """Count the visible matches of `request` by its groups.
