@@ -52,4 +52,4 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks --preset quick
 
 clean:
-	rm -rf $(VENV) .uda .pytest_cache .ruff_cache
+	rm -rf $(VENV) .uda .cache .pytest_cache .ruff_cache

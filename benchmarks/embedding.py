@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from uda.client import shared_embedder
-from uda.embedder import Embedder, SentenceTransformerEmbedder, Vector
+from uda.embedding import Embedder, Vector
+from uda.embedding.factory import shared_embedder
 
 
 def model_fingerprint(folder: Path) -> str:
@@ -99,9 +99,7 @@ class CachingEmbedder:
     a `VectorCache` supplied instead.
     """
 
-    def __init__(
-        self, inner: SentenceTransformerEmbedder | None = None, disk: VectorCache | None = None
-    ) -> None:
+    def __init__(self, inner: Embedder | None = None, disk: VectorCache | None = None) -> None:
         self._inner = inner or shared_embedder()
         self._disk = disk
         self._documents: dict[str, Vector] = {}
@@ -111,7 +109,7 @@ class CachingEmbedder:
         self.seconds = 0.0
 
     @property
-    def inner(self) -> SentenceTransformerEmbedder:
+    def inner(self) -> Embedder:
         """The model underneath."""
         return self._inner
 
@@ -119,6 +117,11 @@ class CachingEmbedder:
     def dimension(self) -> int:
         """Length of every vector."""
         return self._inner.dimension
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's: a cache changes no vector."""
+        return self._inner.fingerprint
 
     def embed_documents(self, texts: Sequence[str]) -> Vector:
         """Unit vectors of `texts`, from the cache where seen before."""

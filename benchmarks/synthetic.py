@@ -324,7 +324,7 @@ class SyntheticCorpus:
 
 
 class SyntheticEmbedder:
-    """Test double of `uda.embedder.Embedder`: the generator's precomputed vectors, no model.
+    """Test double of `uda.embedding.Embedder`: the generator's precomputed vectors, no model.
 
     Texts are recognised by the markers the generator writes (`A0000123 ...` names with
     `## Part k` chunks, `Q000123 ...` queries); any other text is an error, never a guess.
@@ -342,6 +342,11 @@ class SyntheticEmbedder:
     def dimension(self) -> int:
         """The generator's dimension."""
         return self._corpus.spec.dim
+
+    @property
+    def fingerprint(self) -> str:
+        """Names the generator's vectors: no store mixes them with a model's."""
+        return f"synthetic-{self._corpus.spec.dim}d"
 
     def row_of(self, text: str) -> int:
         """The vector row of a chunk text the generator made."""

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import uda
 from ontology import Element, Relation
 from uda.config import ConnectorSpec, Profile, embedded_profile
-from uda.embedder import Embedder
+from uda.embedding import Embedder
 from uda.query.results import SearchResponse
 
 ProfileName = Literal["embedded", "server"]

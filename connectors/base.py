@@ -239,6 +239,22 @@ class RelationalCapable(ABC):
         """
         return _PROCESS_SECRET
 
+    async def embedding_model(self) -> str | None:
+        """The fingerprint of the model that made the store's vectors; None before the first.
+
+        A store keeps one model's vectors: another model's query vectors would be compared
+        with them and rank nonsense. This default keeps nothing (every model is accepted).
+        """
+        return None
+
+    async def claim_embedding_model(self, fingerprint: str) -> str:
+        """Record `fingerprint` as the store's model unless one is recorded; the recorded one.
+
+        Atomic: of two first writers with different models, one wins and the other learns
+        it. This default records nothing and returns `fingerprint`.
+        """
+        return fingerprint
+
     @abstractmethod
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
         """Current edges that touch any of these ids (to close them on delete)."""

@@ -13,10 +13,13 @@ from hypothesis import settings
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+# The ONNX export and the embedding cache of the tests' own, beside the checkout: a user's
+# cache neither serves nor receives the tests' vectors (servers the tests start inherit it).
+os.environ.setdefault("UDA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".cache"))
 
 import uda
-from uda.client import shared_embedder
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
+from uda.embedding.factory import shared_embedder
 
 # Tests assert behaviour, benchmarks measure time: a property test must not fail because a
 # loaded machine ran one example past hypothesis's default 200 ms deadline.
@@ -89,7 +92,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
+def embedder() -> Embedder:
     """The packaged MiniLM, loaded once for the whole session."""
     model = shared_embedder()
     model.embed_query("warm up")
@@ -97,7 +100,7 @@ def embedder() -> SentenceTransformerEmbedder:
 
 
 @pytest.fixture
-def client(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[uda.Client]:
+def client(tmp_path: Path, embedder: Embedder) -> Iterator[uda.Client]:
     """A sync client on the embedded profile (Chroma, networkx, SQLite) in a fresh folder."""
     c = uda.connect(path=tmp_path / "uda", embedder=embedder)
     yield c

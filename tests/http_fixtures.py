@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 import uda
 from ontology import Decision, Document, Element, Person, Relation, Repository
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.http import Authenticator, create_app, hash_api_key
 from uda.http.auth import ApiKey
 from uda.query.clearance import Clearance
@@ -149,7 +149,7 @@ class Service:
 @asynccontextmanager
 async def serve(
     path: Path,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     *,
     keys: Keys | None = None,
     anonymous: bool = False,

@@ -49,7 +49,7 @@ from uda.agent.tools import (
     refine_search,
     search,
 )
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import UnknownClearanceError, UnknownElementTypeError, UnknownFilterFieldError
 from uda.query.filters import parse_filters
 
@@ -108,9 +108,7 @@ def _no_real_models(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-async def aclient(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> AsyncIterator[uda.AsyncClient]:
+async def aclient(tmp_path: Path, embedder: Embedder) -> AsyncIterator[uda.AsyncClient]:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         await client.ingest(ELEMENTS, RELATIONS)
         yield client
@@ -588,7 +586,7 @@ async def test_ag_ui_app_streams_a_run_and_keeps_the_thread_state(aclient: uda.A
 
 # -- the example ------------------------------------------------------------------------
 async def test_the_example_agent_answers_with_citations(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("UDA_AGENT_MODEL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

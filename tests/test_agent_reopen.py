@@ -17,7 +17,7 @@ from ontology import Document
 from uda.agent.deps import UDADeps
 from uda.agent.models import FindArgs, NextPageArgs, ReopenArgs, SearchArgs
 from uda.agent.tools import find_elements, next_page, reopen_query, search
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import QueryNotFoundError
 from uda.http.remote import AsyncRemoteClient
 from uda.query.clearance import Clearance
@@ -48,7 +48,7 @@ LATE = Document(
 
 
 async def test_another_conversation_reopens_a_saved_search_as_it_was(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         await client.ingest(ELEMENTS, RELATIONS)
@@ -91,9 +91,7 @@ async def test_another_conversation_reopens_a_saved_search_as_it_was(
             await reopen_query(later, ReopenArgs(saved_id="q_not-saved"))
 
 
-async def test_mcp_offers_reopen_query(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_mcp_offers_reopen_query(tmp_path: Path, embedder: Embedder) -> None:
     from mcp import Client
 
     from uda.agent import build_mcp_server
@@ -115,7 +113,7 @@ async def test_mcp_offers_reopen_query(
 
 
 @pytest.fixture
-async def service(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Service]:
+async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
     async with serve(tmp_path / "uda", embedder, elements=ELEMENTS, relations=RELATIONS) as s:
         yield s
 

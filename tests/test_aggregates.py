@@ -34,7 +34,7 @@ from connectors.contract.records import OPEN
 from connectors.contract.system_of_record import StateClearance
 from ontology import Decision, Document, Element, Evidence, Relation, Repository, Sensitivity
 from uda.config import Profile, embedded_profile
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import InvalidAggregateError, InvalidRequestError
 from uda.query.aggregates import AggregateResponse, aggregate_request
 from uda.query.clearance import Clearance, state_visible
@@ -266,7 +266,7 @@ def profiles(
 
 
 @pytest.fixture(scope="module")
-def store(profiles: ProfileFactory, embedder: SentenceTransformerEmbedder) -> Iterator[uda.Client]:
+def store(profiles: ProfileFactory, embedder: Embedder) -> Iterator[uda.Client]:
     with uda.Client(profiles("main"), embedder=embedder) as client:
         client.ingest(ELEMENTS, RELATIONS)
         client.delete([DELETED])
@@ -351,7 +351,7 @@ def test_counts_under_filter_trees_with_relation_paths(store: uda.Client) -> Non
 
 
 def test_hidden_neighbours_form_no_group_and_change_no_count(
-    store: uda.Client, profiles: ProfileFactory, embedder: SentenceTransformerEmbedder
+    store: uda.Client, profiles: ProfileFactory, embedder: Embedder
 ) -> None:
     public = both(store, ["public"], group_by=["partOf.name"], temporal=("timestamp", "month"))
     names = {row["partOf.name"] for row in public.rows}
@@ -585,9 +585,7 @@ def test_the_one_statement_answers_exactly_what_python_counts(
             assert got.path == "pushdown", (tree, shape)
 
 
-def test_as_of_is_counted_in_python_as_it_was(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_as_of_is_counted_in_python_as_it_was(tmp_path: Path, embedder: Embedder) -> None:
     with uda.connect(path=tmp_path / "uda", embedder=embedder) as client:
         client.ingest(ELEMENTS, RELATIONS)
         fields: dict[str, Any] = {"group_by": ["element_type"], "temporal": ("timestamp", "month")}
@@ -753,9 +751,7 @@ def test_a_relaxed_leaf_is_never_pushed_down() -> None:
     assert compiled[1]
 
 
-def test_rows_holding_nul_are_counted_in_python(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_rows_holding_nul_are_counted_in_python(tmp_path: Path, embedder: Embedder) -> None:
     with uda.connect(path=tmp_path / "uda", embedder=embedder) as client:
         client.ingest(ELEMENTS, RELATIONS)
         client.ingest(

@@ -33,7 +33,7 @@ from uda.agent.aggregate import AggregateArgs, aggregate
 from uda.agent.deps import UDADeps
 from uda.agent.toolset import uda_toolset
 from uda.cli.commands import EXIT_OK, EXIT_USAGE, main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import InvalidAggregateError, InvalidRequestError, UserError
 from uda.http.aggregate import META_AGGREGATE
 from uda.http.remote import AsyncRemoteClient
@@ -55,7 +55,7 @@ def local_kwargs() -> dict[str, Any]:
 
 
 @pytest.fixture
-async def service(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Service]:
+async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
     async with serve(tmp_path / "uda", embedder, elements=ELEMENTS, relations=RELATIONS) as s:
         yield s
 
@@ -188,7 +188,7 @@ async def test_remote_client_answers_the_local_rows(service: Service) -> None:
 
 # -- the CLI ----------------------------------------------------------------------------------
 def test_cli_prints_the_python_rows_in_every_format(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, embedder: Embedder, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = tmp_path / "store"
     with uda.connect(path=store, embedder=embedder) as client:
@@ -244,9 +244,7 @@ def test_cli_prints_the_python_rows_in_every_format(
 
 
 # -- the agent tool and MCP ------------------------------------------------------------------
-async def test_agent_tool_counts_at_the_deps_clearance(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_agent_tool_counts_at_the_deps_clearance(tmp_path: Path, embedder: Embedder) -> None:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         await client.ingest(ELEMENTS, RELATIONS)
         for clearance in (["public"], EVERYONE):
@@ -276,9 +274,7 @@ async def test_agent_tool_counts_at_the_deps_clearance(
             AggregateArgs.model_validate({"clearance_scope": ["restricted"]})
 
 
-async def test_a_model_is_told_which_field_to_fix(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_a_model_is_told_which_field_to_fix(tmp_path: Path, embedder: Embedder) -> None:
     seen: list[list[ModelMessage]] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -304,9 +300,7 @@ async def test_a_model_is_told_which_field_to_fix(
     assert json.loads(returned.model_response_str())["rows"] == local.rows
 
 
-async def test_mcp_offers_the_aggregate_tool(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_mcp_offers_the_aggregate_tool(tmp_path: Path, embedder: Embedder) -> None:
     from mcp import Client
 
     from uda.agent import build_mcp_server

@@ -28,7 +28,7 @@ from test_filter_trees import corpus
 import uda
 from ontology import Document
 from uda.config import Profile, SearchDefaults
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import BackendUnavailableError, StoresBehindError
 from uda.query.deadlines import Deadlines
 from uda.services.arcadedb import ArcadeDBService
@@ -155,7 +155,7 @@ def _visible(result: object, clearance: list[str]) -> bool:
 def test_a_paused_graph_store_degrades_searches_until_it_resumes(
     profile: Profile,
     servers: Servers,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
 ) -> None:
     arcade = servers.arcade
     assert arcade.pid is not None
@@ -183,7 +183,7 @@ def test_a_paused_graph_store_degrades_searches_until_it_resumes(
 def test_a_paused_system_of_record_fails_fast_and_recovers(
     profile: Profile,
     servers: Servers,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
 ) -> None:
     postmaster = servers.postmaster()
     elements, relations = corpus()
@@ -210,7 +210,7 @@ def test_a_paused_system_of_record_fails_fast_and_recovers(
 async def test_http_flags_a_degraded_answer_and_answers_503_without_the_store(
     profile: Profile,
     servers: Servers,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     import httpx
@@ -320,7 +320,7 @@ def _profile_file(profile: Profile, folder: Path) -> Path:
 def test_the_cli_warns_of_a_degraded_answer_and_fails_cleanly_without_the_store(
     profile: Profile,
     servers: Servers,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -356,7 +356,7 @@ def test_the_cli_warns_of_a_degraded_answer_and_fails_cleanly_without_the_store(
 def test_an_ingest_with_the_graph_store_paused_stands_and_sync_completes_it(
     profile: Profile,
     servers: Servers,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
 ) -> None:
     arcade = servers.arcade
     assert arcade.pid is not None
@@ -388,7 +388,7 @@ def test_an_ingest_with_the_graph_store_paused_stands_and_sync_completes_it(
 def test_an_aggregate_without_the_system_of_record_fails_fast(
     profile: Profile,
     servers: Servers,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
 ) -> None:
     postmaster = servers.postmaster()
     elements, relations = corpus()
@@ -445,7 +445,7 @@ def _gone(pids: list[int], timeout: float = 15.0) -> None:
 
 
 def test_a_killed_graph_store_degrades_searches_until_it_is_restarted(
-    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+    profile: Profile, servers: Servers, embedder: Embedder
 ) -> None:
     elements, relations = corpus()
     with uda.Client(profile, embedder=embedder) as client:
@@ -476,7 +476,7 @@ def test_a_killed_graph_store_degrades_searches_until_it_is_restarted(
 
 
 def test_a_killed_system_of_record_fails_fast_and_nothing_is_lost_after_restart(
-    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+    profile: Profile, servers: Servers, embedder: Embedder
 ) -> None:
     elements, relations = corpus()
     with uda.Client(profile, embedder=embedder) as client:
@@ -499,7 +499,7 @@ def test_a_killed_system_of_record_fails_fast_and_nothing_is_lost_after_restart(
 
 
 def test_connections_the_server_drops_cost_a_retry_not_an_error(
-    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+    profile: Profile, servers: Servers, embedder: Embedder
 ) -> None:
     """A server that ends its sessions (a restart, an administrator, a proxy) is retried."""
     import psycopg
@@ -528,7 +528,7 @@ def test_connections_the_server_drops_cost_a_retry_not_an_error(
 
 
 def test_a_store_down_when_the_client_opens_is_connected_once_it_answers(
-    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+    profile: Profile, servers: Servers, embedder: Embedder
 ) -> None:
     """Searches and writes both reconnect a store that was down at open, without a restart."""
     elements, relations = corpus()
@@ -548,7 +548,7 @@ def test_a_store_down_when_the_client_opens_is_connected_once_it_answers(
 
 
 def test_an_export_says_which_backend_its_pages_were_answered_without(
-    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder, tmp_path: Path
+    profile: Profile, servers: Servers, embedder: Embedder, tmp_path: Path
 ) -> None:
     import pyarrow as pa
 
@@ -575,7 +575,7 @@ def test_an_export_says_which_backend_its_pages_were_answered_without(
 
 
 async def test_an_http_write_the_graph_store_missed_is_a_503_that_is_safe_to_send_again(
-    profile: Profile, servers: Servers, embedder: SentenceTransformerEmbedder
+    profile: Profile, servers: Servers, embedder: Embedder
 ) -> None:
     import httpx
     from http_fixtures import Keys

@@ -38,7 +38,7 @@ from ontology import (
     Relation,
     Repository,
 )
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 
 LEVELS = ["public", "internal", "confidential", "restricted"]
 CORPUS_SCOPES: list[str | None] = [None, "project:a", "project:b"]
@@ -271,7 +271,7 @@ def corpora(draw: st.DrawFn) -> Corpus:
 
 
 @contextmanager
-def fresh_client(embedder: SentenceTransformerEmbedder) -> Iterator[uda.Client]:
+def fresh_client(embedder: Embedder) -> Iterator[uda.Client]:
     """A client on the embedded profile in a folder of its own, closed afterwards."""
     with tempfile.TemporaryDirectory(prefix="uda-clearance-") as tmp:
         client = uda.connect(path=Path(tmp) / "uda", embedder=embedder)
@@ -426,7 +426,7 @@ def check_response(
     limit=st.integers(1, 10),
 )
 def test_no_result_or_context_node_is_above_clearance(
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     corpus: Corpus,
     callers: list[tuple[str, ...]],
     query: str,
@@ -516,7 +516,7 @@ def observable(res: uda.SearchResponse) -> tuple[list[dict[str, Any]], list[dict
 @HYPOTHESIS
 @given(case=interference_cases())
 def test_hidden_writes_do_not_change_what_a_caller_observes(
-    embedder: SentenceTransformerEmbedder, case: InterferenceCase
+    embedder: Embedder, case: InterferenceCase
 ) -> None:
     corpus = case.corpus
     note(f"entries={case.entries} query={case.query!r} limit={case.limit}")
@@ -780,7 +780,7 @@ def _fail_leg(client: uda.Client, leg: str) -> None:
     leg=st.sampled_from(["graph", "lexical"]),
 )
 def test_a_degraded_answer_is_as_safe_as_a_whole_one(
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     corpus: Corpus,
     callers: list[tuple[str, ...]],
     query: str,

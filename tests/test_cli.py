@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 
 from uda.cli.commands import EXIT_DIFFERENCES, EXIT_OK, EXIT_USAGE, main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 
 
 @pytest.fixture
-def store(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Path:
+def store(tmp_path: Path, embedder: Embedder) -> Path:
     # The embedder fixture loads the model once for the session; the CLI reuses it.
     return tmp_path / "store"
 
@@ -206,7 +206,7 @@ def _states(db: Path) -> int:
 @pytest.mark.parametrize("kill_after", [5, 60])
 def test_killed_uda_ingest_rerun_leaves_check_clean(
     tmp_path: Path,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     kill_after: int,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

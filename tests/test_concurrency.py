@@ -31,7 +31,8 @@ from ontology import (
     SystemComponent,
     result_schema,
 )
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
+from uda.embedding.factory import make_embedder
 
 TOPICS = [
     ("vector", "vector search with approximate nearest neighbours and HNSW indexes"),
@@ -218,17 +219,16 @@ def _assert_meaningful(tables: list[pa.Table]) -> None:
     assert len({tuple(t.column("element_id").to_pylist()) for t in tables}) >= 15
 
 
-def _cold_embedder() -> SentenceTransformerEmbedder:
-    """The same packaged weights, with an empty query cache."""
-    return SentenceTransformerEmbedder()
+def _cold_embedder() -> Embedder:
+    """The same packaged weights in the same runtime as the session's, with an empty query
+    cache (another runtime's vectors differ in the last float bits)."""
+    return make_embedder()
 
 
 # -- async -------------------------------------------------------------------------------------
 
 
-async def test_parallel_async_searches_equal_sequential(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_parallel_async_searches_equal_sequential(tmp_path: Path, embedder: Embedder) -> None:
     path = tmp_path / "uda"
     elements, relations = _corpus()
     async with uda.aconnect(path=path, embedder=embedder) as c:
@@ -256,7 +256,7 @@ async def test_parallel_async_searches_equal_sequential(
 
 
 def test_sync_client_from_many_threads_equals_sequential(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     path = tmp_path / "uda"
     elements, relations = _corpus()
@@ -346,7 +346,7 @@ def _check_written(
 
 
 async def test_concurrent_ingests_and_searches_do_not_corrupt(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     path = tmp_path / "uda"
     elements, relations = _corpus()
@@ -380,9 +380,7 @@ async def test_concurrent_ingests_and_searches_do_not_corrupt(
         _check_written(sync_client.search, stats, base, chunks)
 
 
-def test_concurrent_ingests_from_threads_do_not_corrupt(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_concurrent_ingests_from_threads_do_not_corrupt(tmp_path: Path, embedder: Embedder) -> None:
     path = tmp_path / "uda"
     elements, relations = _corpus()
     with uda.connect(path=path, embedder=embedder) as c:

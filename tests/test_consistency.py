@@ -27,7 +27,7 @@ from connectors.contract.system_of_record import OutboxItem, state_key
 from connectors.networkx_graph import NetworkXConnector
 from connectors.sqlite.connector import SQLiteConnector
 from ontology import Document, Person, Relation, Repository
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.write.consistency import StoreReport
 
 PUBLIC = ["public"]
@@ -44,7 +44,7 @@ def _doc(i: int, text: str | None = None) -> Document:
 
 
 @pytest.fixture
-def built(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Path:
+def built(tmp_path: Path, embedder: Embedder) -> Path:
     """Ten notes in a repository, some by Ada; note 5 rewritten (v2), note 9 deleted."""
     docs = [_doc(i) for i in range(10)]
     relations = [
@@ -78,7 +78,7 @@ def _only_damaged(report: uda.ConsistencyReport, damaged: str) -> None:
     assert all(s.clean for s in report.stores if s.store != damaged), str(report)
 
 
-def test_a_fresh_store_checks_clean(built: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_a_fresh_store_checks_clean(built: Path, embedder: Embedder) -> None:
     with uda.connect(path=built, embedder=embedder) as client:
         report = client.check()
         repaired = client.repair()
@@ -98,9 +98,7 @@ def _directory(root: Path) -> sqlite3.Connection:
     return sqlite3.connect(root / "chroma" / "uda_chunks.directory.sqlite3", isolation_level=None)
 
 
-def test_vector_store_damage_is_named_and_repaired(
-    built: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_vector_store_damage_is_named_and_repaired(built: Path, embedder: Embedder) -> None:
     collection = _chroma(built)
     collection.delete(ids=["doc-1@1#0", "doc-2@1#0"])  # lost writes
     stored = collection.get(ids=["doc-4@1#0"], include=["metadatas"])
@@ -155,9 +153,7 @@ def test_vector_store_damage_is_named_and_repaired(
     assert set(collection.get(ids=["ghost@1#0", "doc-1@1#0"], include=[])["ids"]) == {"doc-1@1#0"}
 
 
-def test_text_store_damage_is_named_and_repaired(
-    built: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_text_store_damage_is_named_and_repaired(built: Path, embedder: Embedder) -> None:
     db = sqlite3.connect(built / "uda.sqlite3", isolation_level=None)
     db.execute("DELETE FROM text_chunks WHERE chunk_id = 'doc-1@1#0'")
     db.execute("UPDATE text_chunks SET valid_to = 42 WHERE chunk_id = 'doc-4@1#0'")
@@ -208,9 +204,7 @@ def test_text_store_damage_is_named_and_repaired(
     db.close()
 
 
-def test_graph_snapshot_damage_is_named_and_repaired(
-    built: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_graph_snapshot_damage_is_named_and_repaired(built: Path, embedder: Embedder) -> None:
     snapshot = built / "graph" / "graph.json"
     graph = json.loads(snapshot.read_text())
     # Ada's node and edges are lost; one edge lost, one reopened; a stray node and edge added.
@@ -250,7 +244,7 @@ def test_graph_snapshot_damage_is_named_and_repaired(
 
 
 async def test_edges_deleted_through_the_connector_async_client(
-    built: Path, embedder: SentenceTransformerEmbedder
+    built: Path, embedder: Embedder
 ) -> None:
     graph = NetworkXConnector(built / "graph")
     await graph.connect()
@@ -268,7 +262,7 @@ async def test_edges_deleted_through_the_connector_async_client(
 
 
 async def test_a_key_sent_twice_in_one_drain_is_applied_once(
-    built: Path, embedder: SentenceTransformerEmbedder
+    built: Path, embedder: Embedder
 ) -> None:
     sor = SQLiteConnector(built / "uda.sqlite3")
     await sor.connect()
@@ -309,7 +303,7 @@ def _states(root: Path) -> int:
 
 @pytest.mark.slow
 def test_killed_ingest_is_reported_pending_and_repair_finishes_it(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     root = tmp_path / "store"
     script = INGEST_SCRIPT.format(tests=str(Path(__file__).parent), root=str(root))

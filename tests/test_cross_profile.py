@@ -19,7 +19,7 @@ import pytest
 import uda
 from ontology import Decision, Document, Element, Person, Relation, Repository
 from uda.config import embedded_profile
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.services.arcadedb import ArcadeDBService
 from uda.services.postgres import PostgresService, dsn
 
@@ -153,7 +153,7 @@ def _answers(client: uda.Client, **options: Any) -> list[list[tuple[Any, ...]]]:
 
 
 def test_embedded_and_server_profiles_agree(
-    servers: dict[str, Any], tmp_path: Path, embedder: SentenceTransformerEmbedder
+    servers: dict[str, Any], tmp_path: Path, embedder: Embedder
 ) -> None:
     from arcadedb_fixtures import server_profile
 

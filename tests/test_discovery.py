@@ -40,7 +40,7 @@ from uda.agent.data_models import DiscoverPathsArgs, OperatorsArgs
 from uda.agent.data_tools import discover_filter_paths, get_valid_operators
 from uda.agent.deps import UDADeps
 from uda.cli.commands import EXIT_OK, EXIT_USAGE, main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import InvalidRequestError, UnknownClearanceError, UnknownFilterFieldError
 from uda.http.remote import AsyncRemoteClient
 from uda.query.clearance import Clearance
@@ -200,7 +200,7 @@ CONTAINERS = [e for e in ELEMENTS if e.type_name() == "Repository"]
 
 
 @pytest.fixture
-def store(make_profile: ProfileFactory, embedder: SentenceTransformerEmbedder) -> Any:
+def store(make_profile: ProfileFactory, embedder: Embedder) -> Any:
     with uda.Client(make_profile("discovery"), embedder=embedder) as client:
         client.ingest(ELEMENTS, RELATIONS)
         yield client
@@ -241,7 +241,7 @@ def test_values_are_counted_over_what_each_clearance_may_see(store: uda.Client) 
 
 
 async def test_reclassified_and_deleted_elements_count_for_nobody_who_may_not_see_them(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     decisions = [
         Decision(
@@ -334,7 +334,7 @@ async def test_the_visibility_rule_itself_hides_values_a_loose_store_returns() -
 
 # -- HTTP and the remote client ---------------------------------------------------------
 @pytest.fixture
-async def service(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Service]:
+async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
     async with serve(tmp_path / "uda", embedder, elements=ELEMENTS, relations=RELATIONS) as s:
         yield s
 
@@ -415,7 +415,7 @@ def test_the_sync_client_discovers(store: uda.Client) -> None:
 
 # -- the command line, the agent tools and MCP --------------------------------------------
 def test_cli_lists_fields(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, embedder: Embedder, capsys: pytest.CaptureFixture[str]
 ) -> None:
     del embedder  # loaded once for the session; the CLI reuses it
     store = tmp_path / "store"
@@ -445,7 +445,7 @@ def test_cli_lists_fields(
 
 
 @pytest.fixture
-async def deps(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> AsyncIterator[UDADeps]:
+async def deps(tmp_path: Path, embedder: Embedder) -> AsyncIterator[UDADeps]:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         await client.ingest(ELEMENTS, RELATIONS)
         yield UDADeps(client=client, clearance_scope=["internal"])

@@ -45,7 +45,7 @@ from uda.agent.models import FindArgs, SearchArgs
 from uda.agent.state import UnknownQueryError
 from uda.agent.tools import find_elements, search
 from uda.cli.commands import EXIT_OK, EXIT_USAGE, main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import ConnectorError, InvalidRequestError, UnknownFilterFieldError
 from uda.http import create_app
 from uda.http.remote import AsyncRemoteClient
@@ -115,14 +115,14 @@ def assert_same_rows(fmt: str, got: pa.Table, expected: pa.Table) -> None:
 
 
 @pytest.fixture
-def store(make_profile: ProfileFactory, embedder: SentenceTransformerEmbedder) -> Any:
+def store(make_profile: ProfileFactory, embedder: Embedder) -> Any:
     with uda.Client(make_profile("export"), embedder=embedder) as client:
         client.ingest(ELEMENTS, RELATIONS)
         yield client
 
 
 @pytest.fixture
-def local(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Any:
+def local(tmp_path: Path, embedder: Embedder) -> Any:
     """The embedded profile only, for what does not depend on the backends."""
     with uda.connect(path=tmp_path / "local", embedder=embedder) as client:
         client.ingest(ELEMENTS, RELATIONS)
@@ -216,7 +216,7 @@ class RecordingSink(io.RawIOBase):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 async def test_each_page_is_written_before_the_next_is_asked_for(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, fmt: str
+    tmp_path: Path, embedder: Embedder, fmt: str
 ) -> None:
     """Memory holds a page, not the answer: the writer has page k before page k+1 is read."""
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
@@ -297,9 +297,7 @@ def test_a_path_is_written_whole_or_not_at_all(local: uda.Client, tmp_path: Path
     assert len(pa_csv.read_csv(tmp_path / "own.csv")) == 3
 
 
-async def test_a_failure_half_way_leaves_no_file(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_a_failure_half_way_leaves_no_file(tmp_path: Path, embedder: Embedder) -> None:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         await client.ingest(ELEMENTS, RELATIONS)
         calls = 0
@@ -323,7 +321,7 @@ async def test_a_failure_half_way_leaves_no_file(
 
 # -- HTTP and the remote client ---------------------------------------------------------
 @pytest.fixture
-async def service(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Service]:
+async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
     async with serve(tmp_path / "uda", embedder, elements=ELEMENTS, relations=RELATIONS) as s:
         yield s
 
@@ -494,7 +492,7 @@ async def test_the_blocking_remote_client_exports_too(service: Service, tmp_path
 
 
 async def test_server_and_embedded_round_trip_over_http(
-    make_profile: ProfileFactory, embedder: SentenceTransformerEmbedder, tmp_path: Path
+    make_profile: ProfileFactory, embedder: Embedder, tmp_path: Path
 ) -> None:
     """POST /v1/export through the remote client equals the local export, on both profiles."""
     keys = Keys()
@@ -522,7 +520,7 @@ async def test_server_and_embedded_round_trip_over_http(
 
 # -- the command line ---------------------------------------------------------------------
 def test_cli_exports_every_format_and_reports_on_stderr(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, embedder: Embedder, capsys: pytest.CaptureFixture[str]
 ) -> None:
     del embedder  # loaded once for the session; the CLI reuses it
     store = tmp_path / "store"
@@ -583,9 +581,7 @@ def test_cli_exports_every_format_and_reports_on_stderr(
 
 # -- agent tools and MCP ------------------------------------------------------------------
 @pytest.fixture
-async def aclient(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> AsyncIterator[uda.AsyncClient]:
+async def aclient(tmp_path: Path, embedder: Embedder) -> AsyncIterator[uda.AsyncClient]:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         await client.ingest(ELEMENTS, RELATIONS)
         yield client

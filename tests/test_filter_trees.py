@@ -17,7 +17,7 @@ import pytest
 import uda
 from ontology import Decision, Document, Element, Person, Relation, Repository
 from uda.config import Profile, embedded_profile
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import MissingCapabilityError, UnknownFilterFieldError
 from uda.services.base import ServiceInfo
 
@@ -130,9 +130,7 @@ def make_profile(request: pytest.FixtureRequest, tmp_path: Path) -> ProfileFacto
 
 
 @pytest.fixture
-def store(
-    make_profile: ProfileFactory, embedder: SentenceTransformerEmbedder
-) -> Iterator[uda.Client]:
+def store(make_profile: ProfileFactory, embedder: Embedder) -> Iterator[uda.Client]:
     elements, relations = corpus()
     with uda.Client(make_profile("main"), embedder=embedder) as client:
         client.ingest(elements, relations)
@@ -233,7 +231,7 @@ def test_filter_trees_select_exactly_the_matches(
 
 
 def test_a_hidden_neighbour_behaves_as_if_it_did_not_exist(
-    make_profile: ProfileFactory, embedder: SentenceTransformerEmbedder
+    make_profile: ProfileFactory, embedder: Embedder
 ) -> None:
     """`partOf.name == "secret"` must not tell a public caller that a secret repository exists."""
     probes: list[Any] = [
@@ -270,9 +268,7 @@ def test_a_hidden_neighbour_behaves_as_if_it_did_not_exist(
     assert [r[0] for r in answers["stored"][0]] == []  # nothing is part of a visible "secret"
 
 
-def test_relation_paths_need_a_graph_store(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_relation_paths_need_a_graph_store(tmp_path: Path, embedder: Embedder) -> None:
     base = embedded_profile(tmp_path / "nograph")
     profile = Profile(
         name="no-graph",
@@ -312,9 +308,7 @@ def test_bad_trees_name_the_json_path(store: uda.Client) -> None:
         assert message in str(caught.value), (filters, str(caught.value))
 
 
-async def test_http_takes_the_same_trees(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_http_takes_the_same_trees(tmp_path: Path, embedder: Embedder) -> None:
     """`/v1/search` reads trees and relation paths, under the principal's clearance."""
     from http_fixtures import Keys, serve
 

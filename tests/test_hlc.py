@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import uda
 from ontology import Document
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.hlc import (
     LOGICAL_BITS,
     LOGICAL_MASK,
@@ -292,9 +292,7 @@ def _doc(element_id: str, text: str) -> Document:
     return Document(element_id=element_id, name=element_id, text=text)
 
 
-def test_hlc_persists_across_client_restarts(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_hlc_persists_across_client_restarts(tmp_path: Path, embedder: Embedder) -> None:
     path = tmp_path / "uda"
     late_ms = 4_000_000_000_000  # year 2096: every stored stamp is far ahead of "early"
     early_ms = 1_000_000  # 1970

@@ -24,7 +24,7 @@ import uda
 from connectors.base import VectorCapable
 from ontology import Decision, Document, Person, Repository, result_schema
 from uda.cli.commands import main as serve_main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import ConfigError, InvalidRequestError, PlanError
 from uda.http.errors import AuthenticationError, PermissionDeniedError
 from uda.http.remote import AsyncRemoteClient, RemoteSearchResponse
@@ -34,7 +34,7 @@ ARROW = {"Accept": ARROW_STREAM}
 
 
 @pytest.fixture
-async def service(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Service]:
+async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
     async with serve(tmp_path / "uda", embedder) as running:
         yield running
 
@@ -419,9 +419,7 @@ async def test_bad_search_input_is_a_problem_naming_the_field(
     assert problem["type"].startswith("urn:uda:problem:")
 
 
-async def test_body_size_is_bounded_before_parsing(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_body_size_is_bounded_before_parsing(tmp_path: Path, embedder: Embedder) -> None:
     async with serve(tmp_path / "uda", embedder, max_body_bytes=200) as small:
         headers = {**key(small), "Content-Type": "application/json"}
         big = b'{"query": "' + b"x" * 300 + b'"}'
@@ -541,9 +539,7 @@ def _wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float) -
 
 
 @pytest.mark.slow
-def test_uda_serve_answers_like_the_in_process_client(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_uda_serve_answers_like_the_in_process_client(tmp_path: Path, embedder: Embedder) -> None:
     store, keys = tmp_path / "uda", Keys()
     (tmp_path / "keys.toml").write_text(keys.toml())
     questions = [QUESTION, "ledger of attempts", "roadmap for the core project"]

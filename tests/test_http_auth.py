@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ontology import Sensitivity
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.http import issue_token
 from uda.http.auth import ApiKey, Authenticator, Principal
 from uda.http.grants import decide
@@ -33,7 +33,7 @@ HIDDEN = {"adr:retry", "doc:costs", "doc:incident", "doc:other"}
 
 
 @pytest.fixture
-async def service(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Service]:
+async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
     async with serve(tmp_path / "uda", embedder) as running:
         yield running
 
@@ -280,9 +280,7 @@ async def test_bad_tokens_are_401(service: Service) -> None:
         _assert_unauthenticated(response, invalid_token=True)
 
 
-async def test_tokens_need_a_configured_secret(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_tokens_need_a_configured_secret(tmp_path: Path, embedder: Embedder) -> None:
     keys = Keys()
     async with serve(tmp_path / "uda", embedder, keys=keys) as running:
         token = issue_token(keys.secret, subject="t", clearance=["public"])
@@ -295,9 +293,7 @@ async def test_tokens_need_a_configured_secret(
 # -- anonymous access ------------------------------------------------------------------------
 
 
-async def test_anonymous_callers_get_public_only(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_anonymous_callers_get_public_only(tmp_path: Path, embedder: Embedder) -> None:
     async with serve(tmp_path / "uda", embedder, anonymous=True) as running:
         body = {"query": QUESTION, "limit": 20, "clearance_scope": ["restricted", "project:*"]}
         response = await running.http.post("/v1/search", json=body)
@@ -355,7 +351,7 @@ def _without_semantic_raw(explained: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def test_hidden_elements_change_nothing_a_caller_sees(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     """The public caller gets the same answer with and without the hidden elements stored."""
     elements, relations = corpus()

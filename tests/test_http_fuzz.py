@@ -27,7 +27,7 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.python import asgi
 
 import uda
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.http import create_app
 
 KEYS = Keys()
@@ -53,7 +53,7 @@ schema.app = APP
 
 
 @pytest.fixture(scope="module", autouse=True)
-def stored_corpus(embedder: SentenceTransformerEmbedder) -> Iterator[None]:
+def stored_corpus(embedder: Embedder) -> Iterator[None]:
     with uda.connect(path=STORE, embedder=embedder) as client:
         client.ingest(*corpus())
     yield

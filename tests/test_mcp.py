@@ -20,7 +20,7 @@ import uda
 from ontology import Decision, Document
 from uda.agent import TOOLS, build_mcp_server
 from uda.agent.mcp_server import add_mcp_parser, clearance_entries, main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import UnknownClearanceError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def _text(result: Any) -> str:
 
 
 @pytest.fixture
-def store(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Path:
+def store(tmp_path: Path, embedder: Embedder) -> Path:
     path = tmp_path / "store"
     with uda.connect(path=path, embedder=embedder) as client:
         client.ingest(ELEMENTS)

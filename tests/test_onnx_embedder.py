@@ -1,4 +1,4 @@
-"""The ONNX embedder gives torch's vectors, exports once per model, and refuses nothing new."""
+"""The ONNX embedder (the default) gives torch's vectors and exports once per model."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uda.embedder import SentenceTransformerEmbedder, packaged_model_path
-from uda.embedding.onnx import OnnxEmbedder, exported_model, model_fingerprint
+from uda.embedding import SentenceTransformerEmbedder, packaged_model_path, weights_fingerprint
+from uda.embedding.cache import CachedEmbedder
+from uda.embedding.factory import shared_embedder
+from uda.embedding.onnx import OnnxEmbedder, export_key, exported_model
 
 pytest.importorskip("onnxruntime")
 
@@ -28,17 +30,28 @@ def onnx(tmp_path_factory: pytest.TempPathFactory) -> OnnxEmbedder:
     return OnnxEmbedder(cache=tmp_path_factory.mktemp("onnx-cache"))
 
 
+@pytest.fixture(scope="module")
+def torch_embedder() -> SentenceTransformerEmbedder:
+    model = shared_embedder(kind="sentence-transformers")
+    assert isinstance(model, SentenceTransformerEmbedder)
+    return model
+
+
 def test_onnx_vectors_match_torch(
-    onnx: OnnxEmbedder, embedder: SentenceTransformerEmbedder
+    onnx: OnnxEmbedder, torch_embedder: SentenceTransformerEmbedder
 ) -> None:
     ours = onnx.embed_documents(TEXTS)
-    theirs = embedder.embed_documents(TEXTS)
+    theirs = torch_embedder.embed_documents(TEXTS)
     assert ours.shape == theirs.shape == (len(TEXTS), 384)
     cosines = (ours * theirs).sum(axis=1)
     assert cosines.min() >= 0.9999, cosines
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     query = onnx.embed_query("payment retries")
-    assert float(query @ embedder.embed_query("payment retries")) >= 0.9999
+    assert float(query @ torch_embedder.embed_query("payment retries")) >= 0.9999
+    # One model, two runtimes: one fingerprint, so a store embedded by either takes the other.
+    assert (
+        onnx.fingerprint == torch_embedder.fingerprint == weights_fingerprint(packaged_model_path())
+    )
 
 
 def test_a_batch_gives_the_vectors_of_its_texts_alone(onnx: OnnxEmbedder) -> None:
@@ -55,16 +68,17 @@ def test_the_export_is_made_once_per_model_and_keyed_by_its_fingerprint(
     stamp = first.stat().st_mtime_ns
     assert exported_model(packaged_model_path(), cache) == first  # not exported again
     assert first.stat().st_mtime_ns == stamp
-    assert first.parent.name == model_fingerprint(packaged_model_path())
+    assert first.parent.name == export_key(packaged_model_path())
     # Another model (here: the same files with another tokenizer setting) is another key.
     copy = tmp_path / "model"
     shutil.copytree(packaged_model_path(), copy)
     (copy / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
-    assert model_fingerprint(copy) != model_fingerprint(packaged_model_path())
+    assert export_key(copy) != export_key(packaged_model_path())
+    assert weights_fingerprint(copy) != weights_fingerprint(packaged_model_path())
     assert not list(first.parent.glob(".model-*"))  # no partial export left
 
 
-def test_a_profile_chooses_the_onnx_embedder(
+def test_onnx_is_the_default_and_a_profile_may_choose_torch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import uda
@@ -73,16 +87,22 @@ def test_a_profile_chooses_the_onnx_embedder(
 
     monkeypatch.setenv("UDA_CACHE_DIR", str(tmp_path / "cache"))  # not the user's cache
     file = tmp_path / "p.toml"
-    file.write_text('[uda]\npath = "data"\nembedder = "onnx"\n')
+    file.write_text('[uda]\npath = "data"\n')
     profile = load_profile(file)
     assert profile.embedder == "onnx"
+    assert load_profile(tmp_path / "folder").embedder == "onnx"
     with uda.Client(profile) as client:
-        assert type(client.embedder).__name__ == "OnnxEmbedder"
+        assert isinstance(client.embedder, CachedEmbedder)
+        assert isinstance(client.embedder.inner, OnnxEmbedder)
         client.ingest(
             [{"element_type": "Document", "element_id": "d1", "name": "n", "text": "refunds"}]
         )
         found = client.search("refunds", clearance_scope=["internal"])
         assert [r.element_id for r in found.results] == ["d1"]
+    file.write_text('[uda]\nembedder = "sentence-transformers"\nembedding_cache = false\n')
+    profile = load_profile(file)
+    with uda.Client(profile) as client:
+        assert isinstance(client.embedder, SentenceTransformerEmbedder)
     file.write_text('[uda]\nembedder = "torch"\n')
     with pytest.raises(ConfigError, match="embedder") as caught:
         load_profile(file)

@@ -19,7 +19,7 @@ import pytest
 import uda
 from ontology import Decision, Document, Element, Relation, Repository
 from uda.config import Profile, embedded_profile
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import InvalidRequestError
 from uda.services.base import ServiceInfo
 
@@ -135,9 +135,7 @@ def make_profile(request: pytest.FixtureRequest, tmp_path: Path) -> ProfileFacto
 
 
 @pytest.fixture
-def store(
-    make_profile: ProfileFactory, embedder: SentenceTransformerEmbedder
-) -> Iterator[uda.Client]:
+def store(make_profile: ProfileFactory, embedder: Embedder) -> Iterator[uda.Client]:
     with uda.Client(make_profile("main"), embedder=embedder) as client:
         client.ingest(ELEMENTS, RELATIONS)
         yield client
@@ -299,7 +297,7 @@ def test_a_tampered_cursor_is_refused(store: uda.Client) -> None:
 
 
 def test_a_cursor_outlives_the_client_but_not_the_store(
-    make_profile: ProfileFactory, embedder: SentenceTransformerEmbedder
+    make_profile: ProfileFactory, embedder: Embedder
 ) -> None:
     profile = make_profile("kept")
     request: dict[str, Any] = {

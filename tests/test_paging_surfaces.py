@@ -22,7 +22,7 @@ from uda.agent.models import FindArgs, NextPageArgs, RefineArgs
 from uda.agent.state import UnknownQueryError
 from uda.agent.tools import find_elements, next_page, refine_search
 from uda.cli.commands import EXIT_OK, EXIT_USAGE, main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import InvalidRequestError
 from uda.http.remote import AsyncRemoteClient
 from uda.http.wire import ARROW_STREAM, read_stream
@@ -32,7 +32,7 @@ NEWEST_FIRST = reference(EVERYONE, key=lambda e: e.timestamp, descending=True)
 
 
 @pytest.fixture
-async def service(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Service]:
+async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
     async with serve(tmp_path / "uda", embedder, elements=ELEMENTS, relations=RELATIONS) as s:
         yield s
 
@@ -126,7 +126,7 @@ async def test_remote_client_pages_like_the_local_one(service: Service) -> None:
 
 
 def test_cli_pages_and_follows_every_cursor(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, embedder: Embedder, capsys: pytest.CaptureFixture[str]
 ) -> None:
     del embedder  # loaded once for the session; the CLI reuses it
     store = tmp_path / "store"
@@ -167,9 +167,7 @@ def test_cli_pages_and_follows_every_cursor(
     assert "query" in capsys.readouterr().err
 
 
-async def test_agent_finds_elements_and_pages(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_agent_finds_elements_and_pages(tmp_path: Path, embedder: Embedder) -> None:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         await client.ingest(ELEMENTS, RELATIONS)
         deps = UDADeps(client=client, clearance_scope=EVERYONE)
@@ -198,9 +196,7 @@ async def test_agent_finds_elements_and_pages(
         assert ranked.where == {"partOf.name": "payments"}
 
 
-async def test_mcp_finds_elements_and_pages(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_mcp_finds_elements_and_pages(tmp_path: Path, embedder: Embedder) -> None:
     from mcp import Client
 
     from uda.agent import build_mcp_server

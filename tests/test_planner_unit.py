@@ -39,6 +39,7 @@ class FixedEmbedder:
     """Test double: a deterministic 4-d embedding, no model."""
 
     dimension = 4
+    fingerprint = "test-double-4d"
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return np.asarray([self.embed_query(t) for t in texts], dtype=np.float32)

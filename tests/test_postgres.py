@@ -31,7 +31,7 @@ from connectors.postgres.store import ANALYZE_AFTER_ROWS
 from connectors.sqlite.connector import SQLiteConnector
 from ontology import Document, Person, Repository
 from uda.config import ConnectorSpec, Profile
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.services.postgres import PostgresService, dsn
 
 __all__ = ["pg", "server"]  # fixtures
@@ -541,7 +541,7 @@ def _corpus() -> tuple[list[Any], list[tuple[str, str, str]]]:
 async def test_async_client_end_to_end(
     server: tuple[PostgresService, str],
     tmp_path: Path,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(
@@ -644,7 +644,7 @@ async def test_async_client_end_to_end(
 async def test_semantic_ranking_matches_the_embedded_profile(
     server: tuple[PostgresService, str],
     tmp_path: Path,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Exact pgvector search ranks like the embedded profile on the same corpus."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from uda.cli.commands import EXIT_OK, main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -49,7 +49,7 @@ def _commands(block: str) -> list[list[str]]:
 
 
 def test_readme_shell_commands_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: Embedder
 ) -> None:
     monkeypatch.chdir(ROOT)
     ran = 0
@@ -65,7 +65,7 @@ def test_readme_shell_commands_run(
 
 
 def test_readme_console_sessions_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: Embedder
 ) -> None:
     """`$ .venv/bin/uda ...` lines run in order from a scratch project (they start servers)."""
     assert CONSOLE_BLOCKS

@@ -18,7 +18,7 @@ from test_paging import ELEMENTS, RELATIONS, START, ProfileFactory, make_profile
 import uda
 from ontology import Document
 from uda.cli.commands import EXIT_OK, EXIT_USAGE, main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import InvalidRequestError, QueryNotFoundError
 from uda.http.remote import AsyncRemoteClient
 
@@ -32,7 +32,7 @@ def ids(response: Any) -> list[str]:
 
 
 def test_a_saved_query_answers_again_after_a_restart_and_from_another_client(
-    make_profile: ProfileFactory, embedder: SentenceTransformerEmbedder
+    make_profile: ProfileFactory, embedder: Embedder
 ) -> None:
     profile = make_profile("saved")
     with uda.Client(profile, embedder=embedder) as client:
@@ -78,7 +78,7 @@ def test_a_saved_query_answers_again_after_a_restart_and_from_another_client(
 
 
 @pytest.fixture
-async def service(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Service]:
+async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
     async with serve(tmp_path / "uda", embedder, elements=ELEMENTS, relations=RELATIONS) as s:
         yield s
 
@@ -125,7 +125,7 @@ async def test_http_serves_a_saved_query_only_to_its_principal(service: Service)
 
 
 def test_cli_prints_the_query_id_and_reruns_it(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, embedder: Embedder, capsys: pytest.CaptureFixture[str]
 ) -> None:
     del embedder  # loaded once for the session; the CLI reuses it
     store = tmp_path / "store"

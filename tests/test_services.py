@@ -12,7 +12,7 @@ import pytest
 
 from connectors.registry import BUILTIN
 from uda.cli.commands import EXIT_DIFFERENCES, EXIT_OK, main
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.services import manage
 from uda.services.base import ServiceInfo
 
@@ -27,7 +27,7 @@ def services_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def test_services_up_search_status_down(
     services_root: Path,
     tmp_path: Path,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = services_root

@@ -15,7 +15,7 @@ import pytest
 import uda
 from uda.cli.commands import EXIT_USAGE, main
 from uda.client import AsyncClient
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.errors import UserError
 from uda.write.ingest import SourceIngestReport, ingest_source
 from uda.write.validation import ElementInput, RelationInput
@@ -56,7 +56,7 @@ class Recording:
 
 
 async def test_first_ingest_writes_in_batches_and_reports_progress(
-    repo: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    repo: Path, tmp_path: Path, embedder: Embedder
 ) -> None:
     seen: list[tuple[int, int]] = []
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
@@ -89,7 +89,7 @@ async def test_first_ingest_writes_in_batches_and_reports_progress(
 
 
 async def test_a_second_ingest_writes_nothing_and_a_vanished_file_becomes_a_tombstone(
-    repo: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    repo: Path, tmp_path: Path, embedder: Embedder
 ) -> None:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         first = await ingest_source(client, repo)
@@ -116,7 +116,7 @@ async def test_a_second_ingest_writes_nothing_and_a_vanished_file_becomes_a_tomb
 
 
 async def test_keeping_vanished_files_deletes_nothing(
-    repo: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    repo: Path, tmp_path: Path, embedder: Embedder
 ) -> None:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         await ingest_source(client, repo)
@@ -129,7 +129,7 @@ async def test_keeping_vanished_files_deletes_nothing(
 
 
 async def test_tombstones_stay_within_the_source(
-    repo: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    repo: Path, tmp_path: Path, embedder: Embedder
 ) -> None:
     other = tmp_path / "ledger"
     other.mkdir()
@@ -145,7 +145,7 @@ async def test_tombstones_stay_within_the_source(
 
 
 def test_the_sync_client_reaches_the_same_ingest(
-    repo: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    repo: Path, tmp_path: Path, embedder: Embedder
 ) -> None:
     seen: list[tuple[int, int]] = []
     with uda.connect(path=tmp_path / "uda", embedder=embedder) as client:
@@ -162,7 +162,7 @@ def test_the_sync_client_reaches_the_same_ingest(
 
 @pytest.mark.parametrize("batch_size", [0, -1])
 async def test_a_batch_size_below_one_is_refused_before_anything_is_written(
-    repo: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder, batch_size: int
+    repo: Path, tmp_path: Path, embedder: Embedder, batch_size: int
 ) -> None:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         with pytest.raises(UserError, match="batch_size") as caught:
@@ -171,9 +171,7 @@ async def test_a_batch_size_below_one_is_refused_before_anything_is_written(
         assert await client.element_ids() == []
 
 
-async def test_a_missing_folder_is_a_user_error(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+async def test_a_missing_folder_is_a_user_error(tmp_path: Path, embedder: Embedder) -> None:
     async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
         with pytest.raises(UserError, match="not a folder"):
             await client.ingest_source(tmp_path / "nowhere")
@@ -183,7 +181,7 @@ async def test_a_missing_folder_is_a_user_error(
 def test_the_cli_refuses_a_batch_below_one_with_exit_2(
     repo: Path,
     tmp_path: Path,
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     batch: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

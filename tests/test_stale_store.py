@@ -18,7 +18,7 @@ import uda
 from connectors.chroma.connector import ChromaConnector
 from connectors.contract.records import OPEN, GraphEdge, SearchFilter
 from ontology import Document, Repository
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.query.graph_context import reachable_subgraph, within_reach
 
 
@@ -71,9 +71,7 @@ def _top_public_hit(folder: Path, query: list[float]) -> str:
     return asyncio.run(search())
 
 
-def test_stale_vector_metadata_does_not_leak(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_stale_vector_metadata_does_not_leak(tmp_path: Path, embedder: Embedder) -> None:
     secret = Document(
         element_id="secret",
         name="Merger plan",

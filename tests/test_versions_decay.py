@@ -14,7 +14,7 @@ import pytest
 
 import uda
 from ontology import Document, Repository
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 from uda.hlc import HybridLogicalClock, pack, to_datetime
 from uda.query.fusion import Leg
 from uda.query.results import SearchResponse
@@ -265,9 +265,7 @@ def test_future_timestamp_is_not_boosted(client: uda.Client) -> None:
     assert _row(res, "near-new")["decay"] == pytest.approx(1.0, abs=1e-3)
 
 
-def test_decay_age_is_measured_to_as_of(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_decay_age_is_measured_to_as_of(tmp_path: Path, embedder: Embedder) -> None:
     """Age runs from the state's timestamp to `as_of`, not to the wall clock of the query.
 
     The states are written with an HLC two years in the past; one is dated three years ago,
@@ -389,9 +387,7 @@ def test_relation_added_later_is_not_context_as_of_earlier(client: uda.Client) -
     ] == ["repo-kafka"]
 
 
-def test_as_of_datetime_includes_the_whole_millisecond(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_as_of_datetime_includes_the_whole_millisecond(tmp_path: Path, embedder: Embedder) -> None:
     """`as_of=to_datetime(report.hlc)` must see the state stamped in that millisecond.
 
     The wall clock is injected at 2039-05-06T00:45:03.713Z, a millisecond whose float

@@ -22,7 +22,7 @@ import pytest
 import uda
 from connectors.contract.system_of_record import LazyJSON, StoredState, state_from_row
 from ontology import Document, Person, Relation, Repository
-from uda.embedder import SentenceTransformerEmbedder
+from uda.embedding import Embedder
 
 N_DOCS = 120
 
@@ -124,7 +124,7 @@ def assert_consistent(root: Path) -> dict[str, object]:
     return contents
 
 
-def test_ingest_twice_is_idempotent(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_ingest_twice_is_idempotent(tmp_path: Path, embedder: Embedder) -> None:
     elements, relations = corpus()
     with uda.connect(path=tmp_path, embedder=embedder) as client:
         first = client.ingest(elements, relations)
@@ -137,7 +137,7 @@ def test_ingest_twice_is_idempotent(tmp_path: Path, embedder: SentenceTransforme
 
 
 def test_changed_element_gets_new_version_and_stores_follow(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     elements, relations = corpus()
     with uda.connect(path=tmp_path, embedder=embedder) as client:
@@ -157,9 +157,7 @@ def test_changed_element_gets_new_version_and_stores_follow(
     assert contents["states"] == N_DOCS + 3
 
 
-def test_delete_is_a_tombstone_in_every_store(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_delete_is_a_tombstone_in_every_store(tmp_path: Path, embedder: Embedder) -> None:
     elements, relations = corpus()
     with uda.connect(path=tmp_path, embedder=embedder) as client:
         client.ingest(elements, relations)
@@ -213,7 +211,7 @@ def _committed_states(root: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_after_states", [1, 45, 95])
 def test_killed_ingest_finishes_when_run_again(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, kill_after_states: int
+    tmp_path: Path, embedder: Embedder, kill_after_states: int
 ) -> None:
     root = tmp_path / "store"
     script = INGEST_SCRIPT.format(tests=str(Path(__file__).parent), root=str(root))
@@ -248,9 +246,7 @@ def test_killed_ingest_finishes_when_run_again(
     assert contents["max_version"] == 1
 
 
-def test_changed_section_re_embeds_only_that_chunk(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_changed_section_re_embeds_only_that_chunk(tmp_path: Path, embedder: Embedder) -> None:
     sections = ["# Install\n\nRun make.", "# Configure\n\nEdit uda.toml.", "# Use\n\nCall search."]
     doc = Document(element_id="guide", name="Guide", text="\n\n".join(sections))
     with uda.connect(path=tmp_path, embedder=embedder) as client:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -20,9 +19,10 @@ from typing import TYPE_CHECKING, Any, Self, Unpack, cast, overload
 
 from connectors.base import Connector, RelationalCapable, system_of_record
 from connectors.registry import connector_class
-from uda.config import EmbedderName, Profile, load_profile
-from uda.embedder import Embedder, SentenceTransformerEmbedder
-from uda.errors import ConfigError, ConnectorError
+from uda.config import Profile, load_profile
+from uda.embedding.base import Embedder, cache_root
+from uda.embedding.factory import shared_embedder
+from uda.errors import ConfigError, ConnectorError, EmbeddingModelMismatchError
 from uda.facade import SyncFacade
 from uda.hlc import HybridLogicalClock
 from uda.query import discovery
@@ -49,27 +49,28 @@ from uda.write.writer import IngestReport, Writer, derived_stores
 if TYPE_CHECKING:
     from uda.http.remote import AsyncRemoteClient, RemoteClient
 
-_EMBEDDERS: dict[tuple[str | None, EmbedderName], Embedder] = {}
-_EMBEDDERS_LOCK = threading.Lock()
 
-
-def shared_embedder(
-    model_path: str | None = None, kind: EmbedderName = "sentence-transformers"
-) -> Embedder:
-    """One embedder per model and runtime in the process: it loads once, however many clients."""
-    with _EMBEDDERS_LOCK:
-        key = (model_path, kind)
-        if key not in _EMBEDDERS:
-            if kind == "onnx":
-                from uda.embedding.onnx import OnnxEmbedder
-
-                _EMBEDDERS[key] = OnnxEmbedder(model_path)
-            else:
-                _EMBEDDERS[key] = SentenceTransformerEmbedder(model_path)
-        return _EMBEDDERS[key]
+def profile_embedder(profile: Profile) -> Embedder:
+    """The process's embedder for `profile`: its runtime, model and embedding cache."""
+    return shared_embedder(
+        profile.model_path,
+        profile.embedder,
+        options=profile.embedder_options,
+        cache=cache_root() / "embeddings" if profile.embedding_cache else None,
+    )
 
 
 log = logging.getLogger(__name__)
+
+
+async def _check_embedding_model(sor: RelationalCapable, embedder: Embedder) -> None:
+    """Refuse a store whose vectors another model made (its first write records the model)."""
+    recorded = await sor.embedding_model()
+    if recorded is None:
+        return
+    mine = await asyncio.to_thread(lambda: embedder.fingerprint)
+    if recorded != mine:
+        raise EmbeddingModelMismatchError(recorded, mine)
 
 
 class AsyncClient:
@@ -114,10 +115,15 @@ class AsyncClient:
         offline = OfflineStores(
             c.name for c, up in zip(connectors, outcomes, strict=True) if up is False
         )
-        embedder = self._embedder or shared_embedder(self.profile.model_path, self.profile.embedder)
+        embedder = self._embedder or profile_embedder(self.profile)
         clock = self._clock or HybridLogicalClock()
-        # Never stamp below what is already stored, whatever the wall clock says now.
-        clock.observe(await sor.last_hlc())
+        try:
+            await _check_embedding_model(sor, embedder)
+            # Never stamp below what is already stored, whatever the wall clock says now.
+            clock.observe(await sor.last_hlc())
+        except BaseException:
+            await self.close()
+            raise
         self._planner = Planner(
             connectors=connectors,
             system_of_record=sor,
@@ -189,7 +195,7 @@ class AsyncClient:
     @property
     def embedder(self) -> Embedder:
         """The query and passage embedder this client uses."""
-        return self._embedder or shared_embedder(self.profile.model_path, self.profile.embedder)
+        return self._embedder or profile_embedder(self.profile)
 
     def _require(self) -> tuple[Planner, Writer]:
         if self._planner is None or self._writer is None:

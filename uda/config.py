@@ -19,6 +19,11 @@ A TOML file may name its own connectors and defaults:
     timeouts = { arcadedb = 1.0 }  # per connector, by name
     connect_timeout_s = 10.0     # at start, for a store other than the system of record
     write_timeout_s = 60.0       # one ingest page into a derived store (else: `uda sync`)
+
+    [embedder]                   # with `[uda] embedder = "openai-compatible"` only
+    url = "http://127.0.0.1:8081/v1"   # POST {url}/embeddings, OpenAI's wire format
+    model = "all-MiniLM-L6-v2"
+    api_key_env = "EMBEDDINGS_API_KEY" # the variable holding the key (never the key itself)
 """
 
 from __future__ import annotations
@@ -29,13 +34,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from uda.embedding.factory import DEFAULT_EMBEDDER, EMBEDDERS, EmbedderName, embedder_options
 from uda.errors import ConfigError
 from uda.query.deadlines import Deadlines
 from uda.query.fusion import DEFAULT_WEIGHTS, Leg
-
-EmbedderName = Literal["sentence-transformers", "onnx"]
 
 DEFAULT_ROOT = Path(".uda")
 
@@ -68,12 +72,16 @@ class Profile:
     connectors: tuple[ConnectorSpec, ...]
     search: SearchDefaults = field(default_factory=SearchDefaults)
     model_path: str | None = None
-    embedder: EmbedderName = "sentence-transformers"
-    """Which runtime embeds (`[uda] embedder`): `sentence-transformers` (torch) or `onnx`
-    (ONNX Runtime; the same vectors, docs/adr/0027-onnx-embedder.md)."""
-
-
-EMBEDDERS: tuple[EmbedderName, ...] = ("sentence-transformers", "onnx")
+    embedder: EmbedderName = DEFAULT_EMBEDDER
+    """Which runtime embeds (`[uda] embedder`): `onnx` (ONNX Runtime, the default),
+    `sentence-transformers` (torch; the same vectors, docs/adr/0027-onnx-embedder.md) or
+    `openai-compatible` (an HTTP endpoint named in `[embedder]`)."""
+    embedding_cache: bool = True
+    """Keep document vectors in the persistent embedding cache (`[uda] embedding_cache`):
+    a text is embedded once per model (docs/adr/0028-embedder-fingerprints-and-cache.md)."""
+    embedder_options: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    """The runtime's settings (`[embedder]`, checked for `embedder`): for `openai-compatible`
+    the endpoint, model, key variable, batching and retries (uda/embedding/http.py)."""
 
 
 def embedded_profile(root: str | Path = DEFAULT_ROOT) -> Profile:
@@ -121,6 +129,7 @@ def _from_toml(file: Path, root_override: str | Path | None) -> Profile:
     root = Path(root_override or section.get("path", DEFAULT_ROOT))
     if not root.is_absolute():
         root = file.parent / root
+    embedder = _embedder(section.get("embedder", DEFAULT_EMBEDDER))
     specs_data = data.get("connectors")
     if specs_data is None:
         base = embedded_profile(root)
@@ -133,8 +142,18 @@ def _from_toml(file: Path, root_override: str | Path | None) -> Profile:
         connectors=specs,
         search=_search_defaults(data.get("search", {})),
         model_path=section.get("model_path"),
-        embedder=_embedder(section.get("embedder", "sentence-transformers")),
+        embedder=embedder,
+        embedding_cache=_flag(section.get("embedding_cache", True), "embedding_cache"),
+        embedder_options=_embedder_options(embedder, data.get("embedder", {})),
     )
+
+
+def _embedder_options(kind: EmbedderName, table: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError("[embedder] must be a table", field="embedder", value=table)
+    entries: dict[str, Any] = dict(table)  # pyright: ignore[reportUnknownArgumentType]
+    expanded = {k: _expand(v, k, section="embedder") for k, v in entries.items()}
+    return embedder_options(kind, expanded)
 
 
 def _embedder(value: Any) -> EmbedderName:
@@ -144,6 +163,12 @@ def _embedder(value: Any) -> EmbedderName:
             field="embedder",
             value=value,
         )
+    return value
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"[uda] {name}: {value!r} is not true or false", field=name, value=value)
     return value
 
 
@@ -161,7 +186,7 @@ def _connector_spec(item: Any, root: Path) -> ConnectorSpec:
 _UNSET_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 
 
-def _expand(value: Any, key: str) -> Any:
+def _expand(value: Any, key: str, section: str = "connectors") -> Any:
     """`${VAR}` in a string option comes from the environment (passwords stay out of files)."""
     if not isinstance(value, str):
         return value
@@ -169,9 +194,9 @@ def _expand(value: Any, key: str) -> Any:
     missing = _UNSET_VARIABLE.search(expanded)
     if missing:
         raise ConfigError(
-            f"connector option {key!r} uses ${{{missing.group(1)}}}, which is not set in the "
+            f"option {section}.{key} uses ${{{missing.group(1)}}}, which is not set in the "
             "environment",
-            field=f"connectors.{key}",
+            field=f"{section}.{key}",
             value=value,
         )
     return expanded

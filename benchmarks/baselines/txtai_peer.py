@@ -1,6 +1,6 @@
 """A real peer: txtai (embeddings, BM25, SQL and a graph in one library), default settings.
 
-Quality runs load the same MiniLM weights by path (`uda.embedder.packaged_model_path()`,
+Quality runs load the same MiniLM weights by path (`uda.embedding.packaged_model_path()`,
 never a hub name) and otherwise keep txtai's defaults: its own transformers pooling, Faiss
 (exact `IDMap,Flat` up to 5,000 rows, `IVF` with its default nprobe above), BM25 with
 normalised scores, convex hybrid fusion at 0.5. Dense-only and BM25-only rankings come from
@@ -51,7 +51,7 @@ class TxtaiPeer:
         if transform is not None:
             config.update(method="external", transform=transform)
         else:
-            from uda.embedder import packaged_model_path
+            from uda.embedding import packaged_model_path
 
             config["path"] = model_path or packaged_model_path()
         if hybrid:

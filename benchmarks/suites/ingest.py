@@ -23,8 +23,8 @@ from benchmarks.metrics import latency_summary
 from benchmarks.suites import Context, SuiteResult
 from benchmarks.systems import make_profile, open_client
 from ontology import Document
-from uda.client import shared_embedder
-from uda.embedder import Embedder
+from uda.embedding import Embedder
+from uda.embedding.factory import shared_embedder
 from uda.write.chunking import chunk_text
 
 DATASET = "scifact"
@@ -103,7 +103,7 @@ def _embedders(
     """Both runtimes on the same chunks and queries, one after the other."""
     from uda.embedding.onnx import OnnxEmbedder
 
-    torch_model = shared_embedder()
+    torch_model = shared_embedder(kind="sentence-transformers")
     reference: np.ndarray | None = None
     for kind, model in (("sentence-transformers", torch_model), ("onnx", OnnxEmbedder())):
         ctx.log(f"ingest: embedder {kind}, {len(queries)} queries and {len(chunks)} chunks")

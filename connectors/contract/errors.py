@@ -71,6 +71,27 @@ class ConfigError(UserError):
     """A profile or configuration file is malformed."""
 
 
+class EmbeddingModelMismatchError(ConfigError):
+    """The store's vectors were made by another embedding model than the client's.
+
+    Vectors of two models cannot be compared: a search would rank nonsense and a write
+    would mix them. Names both fingerprints and the ways out.
+    """
+
+    def __init__(self, recorded: str, current: str) -> None:
+        super().__init__(
+            f"this store's vectors were made by embedding model {recorded}, but this "
+            f"profile's embedder is model {current}; vectors of two models cannot be mixed. "
+            "Use the model the store was made with (the profile's `[uda] embedder` and "
+            "`model_path`), or re-embed: index the same sources into a new data folder with "
+            "this embedder (`uda --path NEW_FOLDER ingest SOURCE`)",
+            field="embedder",
+            value=current,
+        )
+        self.recorded = recorded
+        self.current = current
+
+
 class ConnectorError(UDAError):
     """A backend failed. Always raised `from` the backend's exception; names the connector."""
 
@@ -138,6 +159,7 @@ __all__ = [
     "ClockSkewError",
     "ConfigError",
     "ConnectorError",
+    "EmbeddingModelMismatchError",
     "InvalidAggregateError",
     "InvalidElementError",
     "InvalidRequestError",

@@ -191,6 +191,25 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
             raise ConnectorError(self.name, "the store's secret could not be made")
         return bytes(row[0])
 
+    async def embedding_model(self) -> str | None:
+        """The recorded model fingerprint (`settings`' `embedding_model`), if any."""
+        rows = await self._select("SELECT value FROM settings WHERE key = 'embedding_model'")
+        return str(rows[0][0]) if rows else None
+
+    async def claim_embedding_model(self, fingerprint: str) -> str:
+        """Record `fingerprint` unless a model is recorded; the recorded one."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO settings (key, value) VALUES ('embedding_model', %s) "
+                "ON CONFLICT DO NOTHING",
+                (fingerprint,),
+            )
+            cur = await conn.execute("SELECT value FROM settings WHERE key = 'embedding_model'")
+            row = await cur.fetchone()
+        if row is None:  # pragma: no cover - inserted just above
+            raise ConnectorError(self.name, "the store's embedding model could not be recorded")
+        return str(row[0])
+
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
         """Current edges touching any of the ids."""
         ids = pv.storable(element_ids)

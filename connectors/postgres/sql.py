@@ -86,6 +86,7 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_store ON outbox (store, seq);
 CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS secrets (key text PRIMARY KEY, value bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS settings (key text PRIMARY KEY, value text NOT NULL);
 CREATE TABLE IF NOT EXISTS saved_queries (
     query_id text PRIMARY KEY,
     owner text,

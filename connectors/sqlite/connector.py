@@ -230,6 +230,27 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
 
         return await self._run(read_or_make)
 
+    async def embedding_model(self) -> str | None:
+        """The recorded model fingerprint (`meta`'s `embedding_model`), if any."""
+        rows = await self._select("SELECT value FROM meta WHERE key = 'embedding_model'")
+        return str(rows[0][0]) if rows else None
+
+    async def claim_embedding_model(self, fingerprint: str) -> str:
+        """Record `fingerprint` unless a model is recorded; the recorded one."""
+
+        def claim() -> str:
+            with self._transaction() as conn:
+                conn.execute(
+                    "INSERT INTO meta VALUES ('embedding_model', ?) ON CONFLICT DO NOTHING",
+                    (fingerprint,),
+                )
+                row = conn.execute(
+                    "SELECT value FROM meta WHERE key = 'embedding_model'"
+                ).fetchone()
+            return str(row[0])
+
+        return await self._run(claim)
+
     async def live_edges(self, element_ids: Sequence[str]) -> list[GraphEdge]:
         """Current edges touching any of the ids."""
         rows = await self._select(LIVE_EDGES_SQL, (json.dumps(list(element_ids)), OPEN))

@@ -20,6 +20,7 @@ from typing import Any
 from uda.agent.mcp_server import add_mcp_parser, run_mcp
 from uda.cli import data
 from uda.cli.aggregate import add_aggregate_parser, run_aggregate
+from uda.cli.embed_server import add_embed_server_parser, run_embed_server
 from uda.cli.exits import (
     EXIT_BACKEND,
     EXIT_DIFFERENCES,
@@ -57,6 +58,7 @@ examples:
   uda --path /data/uda stats                    use another data folder
   uda serve --keys keys.toml --port 8080        the HTTP service (JSON and Arrow)
   uda mcp --clearance internal                  the agent tools for an MCP client (stdio)
+  uda embed-server --port 8081                  one embedding model shared over HTTP
 
 The data folder defaults to ./.uda (or $UDA_PATH); --profile names a .toml profile.
 """
@@ -151,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with `down`: also delete the servers' data and the profile (cannot be undone)",
     )
     add_serve_parser(commands)
+    add_embed_server_parser(commands)
     add_mcp_parser(commands)
     add_aggregate_parser(commands)
     data.add_data_parsers(commands)
@@ -203,6 +206,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_mcp(args)
     if args.command == "serve":
         return run_serve(args)
+    if args.command == "embed-server":
+        return run_embed_server(args)
     if args.command == "ontology":
         from ontology import json_schema
 

@@ -2,7 +2,7 @@
 
 The packaged weights (a sentence-transformers folder: a BERT model, mean pooling, L2
 normalisation) are exported to ONNX once, with torch, into a cache folder keyed by the
-weights' fingerprint (`model_fingerprint`), and loaded from there ever after: a changed model
+weights' fingerprint (`export_key`), and loaded from there ever after: a changed model
 gets a new export, an unchanged one is never exported twice. The transformer runs in ONNX
 Runtime; tokenisation is the model's own (`tokenizer.json`, the same fast tokenizer
 sentence-transformers uses, truncated at the model's `max_seq_length`); pooling and
@@ -25,57 +25,34 @@ import os
 import tempfile
 import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from uda.embedder import Vector, packaged_model_path
+from uda.embedding.base import (
+    QueryCache,
+    Vector,
+    cache_root,
+    empty_vectors,
+    packaged_model_path,
+    weights_fingerprint,
+)
 
 ONNX_OPSET = 17
-# Files whose bytes decide the vectors: the weights, the architecture, the tokenizer, and how
-# the model is pooled and cut.
-_FINGERPRINTED = (
-    "model.safetensors",
-    "pytorch_model.bin",
-    "config.json",
-    "tokenizer.json",
-    "sentence_bert_config.json",
-    "modules.json",
-    "1_Pooling/config.json",
-)
 _EXPORT_VERSION = "1"  # bumped when the export itself changes (inputs, opset, outputs)
 
 
-def model_fingerprint(model_path: str | Path) -> str:
-    """A digest of the model folder's files that decide its vectors (16 hex digits)."""
-    folder = Path(model_path)
-    digest = hashlib.sha256(_EXPORT_VERSION.encode())
-    for name in _FINGERPRINTED:
-        file = folder / name
-        if file.is_file():
-            digest.update(name.encode())
-            with file.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-    return digest.hexdigest()[:16]
-
-
-def cache_root() -> Path:
-    """Where exports are kept: `$UDA_CACHE_DIR`, else `$XDG_CACHE_HOME/uda`, else ~/.cache/uda."""
-    explicit = os.environ.get("UDA_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "uda"
+def export_key(model_path: str | Path) -> str:
+    """The cache folder's name for an export: the weights' fingerprint and the export's version."""
+    weights = weights_fingerprint(model_path)
+    return hashlib.sha256(f"{_EXPORT_VERSION}:{weights}".encode()).hexdigest()[:16]
 
 
 def exported_model(model_path: str | Path, cache: Path | None = None) -> Path:
     """The ONNX file of the model at `model_path`, exported first if the cache lacks it."""
-    fingerprint = model_fingerprint(model_path)
-    folder = (cache or cache_root()) / "onnx" / fingerprint
+    folder = (cache or cache_root()) / "onnx" / export_key(model_path)
     target = folder / "model.onnx"
     if target.is_file():
         return target
@@ -102,6 +79,7 @@ def _export(model_path: Path, target: Path) -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     torch: Any = importlib.import_module("torch")
     transformers: Any = importlib.import_module("transformers")
+    transformers.logging.disable_progress_bar()  # a bar per export is noise in CLI output
 
     # Eager attention traces into plain operators; the fused kernel's checks would be baked
     # into the graph as constants.
@@ -171,10 +149,9 @@ class OnnxEmbedder:
     ) -> None:
         self._model_path = model_path
         self._batch_size = batch_size
-        self._cache_size = cache_size
         self._threads = threads or min(os.cpu_count() or 1, 4)
         self._export_cache = cache
-        self._queries: OrderedDict[str, Vector] = OrderedDict()
+        self._queries = QueryCache(cache_size)
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
@@ -187,8 +164,8 @@ class OnnxEmbedder:
 
     @property
     def fingerprint(self) -> str:
-        """The model's fingerprint (`model_fingerprint`)."""
-        return model_fingerprint(self.model_path)
+        """The weights' fingerprint: the same as sentence-transformers' for the same folder."""
+        return weights_fingerprint(self.model_path)
 
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
@@ -222,7 +199,7 @@ class OnnxEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> Vector:
         """Embed in batches; rows are unit length."""
         if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
+            return empty_vectors()
         session, tokenizer = self._load()
         # Similar lengths together: a batch is padded to its longest text.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -234,17 +211,7 @@ class OnnxEmbedder:
 
     def embed_query(self, text: str) -> Vector:
         """Embed one query, from the cache when seen before."""
-        with self._lock:
-            cached = self._queries.get(text)
-            if cached is not None:
-                self._queries.move_to_end(text)
-                return cached
-        vector = self.embed_documents([text])[0]
-        with self._lock:
-            self._queries[text] = vector
-            if len(self._queries) > self._cache_size:
-                self._queries.popitem(last=False)
-        return vector
+        return self._queries.get(text, lambda one: self.embed_documents([one])[0])
 
 
 def _embed(session: Any, tokenizer: Any, texts: list[str]) -> Vector:
@@ -281,4 +248,4 @@ def _pad_id(tokenizer: Any) -> int:
     return 0 if pad is None else int(pad)
 
 
-__all__ = ["OnnxEmbedder", "cache_root", "exported_model", "model_fingerprint"]
+__all__ = ["OnnxEmbedder", "cache_root", "export_key", "exported_model"]

