@@ -48,6 +48,18 @@ class Connector(ABC):
     async def close(self) -> None:
         """Release the connection; persist what must survive a restart. Idempotent."""
 
+    @property
+    def shared_across_processes(self) -> bool:
+        """Whether several processes may use this store at once, each seeing the others' writes.
+
+        A server (PostgreSQL, an ArcadeDB or Chroma server) and a SQLite file are; a store held
+        in this process's memory (networkx, Chroma's PersistentClient, an embedded ArcadeDB) is
+        not: another process would read a stale copy and its writes could undo this one's.
+        `uda serve --workers` runs several processes only over stores that are. False unless a
+        connector says otherwise: the safe answer for a store nobody has checked.
+        """
+        return False
+
 
 class VectorCapable(ABC):
     """Stores chunk embeddings and finds the nearest ones by cosine similarity."""

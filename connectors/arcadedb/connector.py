@@ -120,6 +120,11 @@ class ArcadeDBStore(Connector, GraphCapable):
             )
         self._schema_ready = False
 
+    @property
+    def shared_across_processes(self) -> bool:
+        """A server is; the embedded engine lives in this process (its JVM holds the files)."""
+        return isinstance(self._backend, HttpBackend)
+
     # -- lifecycle ------------------------------------------------------------------------
     async def connect(self) -> None:
         """Open the database and create the schema (both idempotent)."""

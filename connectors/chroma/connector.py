@@ -266,6 +266,15 @@ class ChromaConnector(Connector, VectorCapable):
 
     name = "chroma"
 
+    @property
+    def shared_across_processes(self) -> bool:
+        """A Chroma server is; a `PersistentClient` is not.
+
+        Chroma says a `PersistentClient` is not process-safe: its HNSW index lives in this
+        process's memory.
+        """
+        return self._host is not None
+
     def __init__(
         self,
         path: str | Path | None = None,

@@ -63,6 +63,11 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
 
     name = "postgres"
 
+    @property
+    def shared_across_processes(self) -> bool:
+        """A server: every process sees every committed write."""
+        return True
+
     # -- system of record -----------------------------------------------------------------
     async def commit(self, batch: WriteBatch) -> None:
         """Write states, chunks, retirements, edges and outbox entries in one transaction."""

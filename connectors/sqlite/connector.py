@@ -73,6 +73,16 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
 
     name = "sqlite"
 
+    @property
+    def shared_across_processes(self) -> bool:
+        """A SQLite file is.
+
+        SQLite locks the file across processes (WAL: readers never wait for the writer), and
+        this connector's caches are keyed by `PRAGMA data_version`, which other processes'
+        commits change.
+        """
+        return True
+
     def __init__(self, path: str | Path) -> None:
         self._path = Path(path)
         self._db = SQLiteConnections(

@@ -124,6 +124,22 @@ def cache_root() -> Path:
     return Path(base) / "uda"
 
 
+THREADS_ENV = "UDA_EMBED_THREADS"
+"""Threads a local model runs on; `uda serve --workers N` sets it to the cores divided by N."""
+
+
+def embed_threads() -> int:
+    """Threads for a local model: `$UDA_EMBED_THREADS`, else the cores (at most 4).
+
+    More than 4 threads buy nothing for a model this small; several processes each using
+    every core would fight over them.
+    """
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    return min(os.cpu_count() or 1, 4)
+
+
 def empty_vectors() -> Vector:
     """No rows: what embedding nothing returns (no model load)."""
     return np.zeros((0, 0), dtype=np.float32)

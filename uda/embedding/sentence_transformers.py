@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from uda.embedding.base import (
+    THREADS_ENV,
     QueryCache,
     Vector,
+    embed_threads,
     empty_vectors,
     packaged_model_path,
     weights_fingerprint,
@@ -53,6 +55,11 @@ class SentenceTransformerEmbedder:
                 # A progress bar per model load is noise in CLI output and test logs.
                 transformers_logging.disable_progress_bar()
 
+                if os.environ.get(THREADS_ENV):
+                    # Told how many (`uda serve --workers`): torch would take every core.
+                    import torch
+
+                    torch.set_num_threads(embed_threads())
                 self._model = SentenceTransformer(self.model_path, device="cpu")
             return self._model
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
@@ -22,7 +22,7 @@ from uda.client import AsyncClient
 from uda.errors import InvalidRequestError
 from uda.http import grants
 from uda.http.deps import Caller, parse_body
-from uda.http.models import ClearanceOut
+from uda.http.models import ClearanceOut, json_answer
 from uda.http.openapi import ARROW_RESPONSE, PROBLEMS, body_schema
 from uda.http.problems import request_id_of
 from uda.http.wire import (
@@ -130,7 +130,7 @@ def install_aggregate(app: FastAPI, client: AsyncClient) -> None:
                 "path": data["path"],
             }
         )
-        return JSONResponse(out.model_dump(mode="json"), headers=headers)
+        return json_answer(out, headers=headers)
 
 
 __all__ = ["META_AGGREGATE", "AggregateOut", "install_aggregate"]

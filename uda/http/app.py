@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 import uda
@@ -40,6 +40,7 @@ from uda.http.models import (
     IngestOut,
     ReadyOut,
     SearchOut,
+    json_answer,
 )
 from uda.http.openapi import ARROW_RESPONSE, PROBLEMS, body_schema, install_openapi
 from uda.http.problems import install as install_problems
@@ -210,7 +211,7 @@ def create_app(
                 "degraded": [d.to_dict() for d in response.degraded],
             }
         )
-        return JSONResponse(out.model_dump(mode="json"), headers=headers)
+        return json_answer(out, headers=headers)
 
     @app.post(
         "/v1/explain",
@@ -230,7 +231,7 @@ def create_app(
             results=data["results"],
             text=str(explanation),
         )
-        return JSONResponse(out.model_dump(mode="json"), headers=clearance_headers(decision))
+        return json_answer(out, headers=clearance_headers(decision))
 
     @app.post(
         "/v1/ingest",
@@ -297,7 +298,7 @@ def create_app(
         responses={503: {"model": ReadyOut, "description": "a backend did not answer"}},
         summary="Readiness: one cheap probe per backend",
     )
-    async def readyz() -> JSONResponse:
+    async def readyz() -> Response:
         connectors = client.connectors
         statuses = (
             await readiness.probe_all(connectors, client.embedder.dimension, readiness_timeout)
@@ -311,7 +312,7 @@ def create_app(
                 "backends": [dataclasses.asdict(s) for s in statuses],
             }
         )
-        return JSONResponse(out.model_dump(mode="json"), status_code=200 if ready else 503)
+        return json_answer(out, status_code=200 if ready else 503)
 
     @app.get(
         "/metrics",

@@ -16,13 +16,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from uda.http import grants
 from uda.http.auth import Principal
 from uda.http.deps import Caller, parse_body
-from uda.http.models import ClearanceOut
+from uda.http.models import ClearanceOut, json_answer
 from uda.http.openapi import PROBLEMS, body_schema
 from uda.query.contracts import SearchRequest
 from uda.query.discovery import MAX_PREFIX, FilterPath, Operators, operators
@@ -134,11 +134,11 @@ def install_data_routes(app: FastAPI, client: Any, *, answer: Answer, headers: H
         prefix: Annotated[str | None, Query(max_length=MAX_PREFIX)] = None,
         clearance_scope: Annotated[list[str] | None, Query()] = None,
         values: bool = True,
-    ) -> JSONResponse:
+    ) -> Response:
         decision = grants.decide(caller, clearance_scope)
         found = await client.fields(prefix, decision.effective.entries(), values=values)
         out = PathsOut(clearance=ClearanceOut.model_validate(decision.to_dict()), paths=found)
-        return JSONResponse(out.model_dump(mode="json"), headers=headers(decision))
+        return json_answer(out, headers=headers(decision))
 
     @app.get(
         "/v1/definitions",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
 
 from uda.query.contracts import SearchResult
 
@@ -146,3 +148,19 @@ class ReadyOut(BaseModel):
 
     status: Literal["ready", "unavailable"]
     backends: list[BackendOut]
+
+
+def json_answer(
+    out: BaseModel, *, headers: Mapping[str, str] | None = None, status_code: int = 200
+) -> Response:
+    """`out` as a JSON response, serialised by pydantic's core in one pass.
+
+    Not `JSONResponse(out.model_dump(mode="json"))`: building a dict of every result and
+    encoding it again with the standard library cost a tenth of a search's CPU in the service.
+    """
+    return Response(
+        out.model_dump_json().encode(),
+        status_code=status_code,
+        media_type="application/json",
+        headers=dict(headers) if headers is not None else None,
+    )

@@ -1,0 +1,251 @@
+"""`uda serve --workers N`: several processes over one server profile, the same answers.
+
+How many workers a profile allows is decided by its stores: only stores that several
+processes may share (servers, SQLite files) can be served by more than one process; the
+embedded profile's Chroma and networkx live in one process's memory.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from http_fixtures import INTERNAL_CORE, QUESTION, Keys, corpus
+
+import uda
+from benchmarks.serving import profile_toml
+from connectors.arcadedb import ArcadeDBConnector
+from connectors.chroma import ChromaConnector
+from connectors.networkx_graph import NetworkXConnector
+from connectors.sqlite import SQLiteConnector
+from uda.cli import main
+from uda.config import ConnectorSpec, Profile, embedded_profile
+from uda.embedding import Embedder
+from uda.errors import ConfigError
+from uda.http.serve import in_process_stores, usable_cores, worker_count
+from uda.http.wire import API_KEY_HEADER
+
+# -- how many workers -------------------------------------------------------------------------
+
+
+def _server_like_profile(root: Path) -> Profile:
+    """Stores that are servers (nothing connects: the count is decided from the profile)."""
+    return Profile(
+        name="server",
+        root=root,
+        connectors=(
+            ConnectorSpec(name="postgres", options={"dsn": "postgresql://127.0.0.1:1/none"}),
+            ConnectorSpec(name="arcadedb-graph", options={"url": "http://127.0.0.1:1"}),
+            ConnectorSpec(name="chroma", options={"host": "127.0.0.1", "port": 1}),
+        ),
+    )
+
+
+@pytest.mark.unit
+def test_stores_say_whether_processes_can_share_them(tmp_path: Path) -> None:
+    assert SQLiteConnector(tmp_path / "s").shared_across_processes
+    assert not NetworkXConnector(tmp_path / "g").shared_across_processes
+    assert not ChromaConnector(tmp_path / "c").shared_across_processes
+    assert ChromaConnector(host="127.0.0.1", port=1).shared_across_processes
+    assert ArcadeDBConnector(url="http://127.0.0.1:1").shared_across_processes
+    assert not ArcadeDBConnector(tmp_path / "a").shared_across_processes
+    assert in_process_stores(embedded_profile(tmp_path)) == ["chroma", "networkx"]
+    assert in_process_stores(_server_like_profile(tmp_path)) == []
+
+
+@pytest.mark.unit
+def test_auto_is_every_core_for_servers_and_one_for_in_process_stores(tmp_path: Path) -> None:
+    assert worker_count("auto", _server_like_profile(tmp_path)) == usable_cores()
+    assert worker_count("auto", embedded_profile(tmp_path)) == 1
+    assert worker_count("3", _server_like_profile(tmp_path)) == 3
+    assert worker_count("1", embedded_profile(tmp_path)) == 1
+
+
+@pytest.mark.unit
+def test_more_than_one_worker_over_in_process_stores_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        worker_count("2", embedded_profile(tmp_path))
+    assert caught.value.field == "--workers"
+    message = str(caught.value)
+    assert "chroma" in message
+    assert "networkx" in message
+    assert "server profile" in message
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("asked", ["0", "-1", "65", "two", "", "1.5"])
+def test_a_worker_count_that_is_not_one_is_named(tmp_path: Path, asked: str) -> None:
+    with pytest.raises(ConfigError, match="--workers") as caught:
+        worker_count(asked, _server_like_profile(tmp_path))
+    assert caught.value.field == "--workers"
+
+
+@pytest.mark.unit
+def test_the_cli_refuses_workers_on_the_embedded_profile_before_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--path", str(tmp_path), "serve", "--insecure-public", "--workers", "2"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--workers 2" in err
+    assert "Traceback" not in err
+
+
+# -- two real workers over real servers ---------------------------------------------------------
+
+
+def _spawned_workers(pid: int) -> list[int]:
+    """The worker processes uvicorn started for the service `pid` (not its helpers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    workers = []
+    for child in map(int, children):
+        try:
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"spawn_main" in command:
+            workers.append(child)
+    return workers
+
+
+def _wait(condition: Any, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds:.0f} s: {what}")
+        time.sleep(0.2)
+
+
+def _up(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def server_profile_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    pytest.importorskip("psycopg")
+    pytest.importorskip("arcadedb_embedded")
+    from arcadedb_fixtures import running_arcadedb, server_profile
+    from postgres_fixtures import running_postgres
+
+    root = tmp_path_factory.mktemp("workers")
+    with running_postgres(root / "pg") as (_, dsn), running_arcadedb(root / "arc") as (arc, _):
+        info = arc.status()
+        assert info is not None
+        unique = uuid.uuid4().hex[:10]
+        profile = server_profile(
+            root, dsn, info, schema=f"s_{unique}", database=f"d_{unique}", exact=True
+        )
+        file = root / "server.toml"
+        file.write_text(profile_toml(profile))
+        yield file
+
+
+@pytest.mark.slow
+def test_two_workers_answer_alike_share_writes_and_survive_a_lost_worker(
+    server_profile_file: Path, embedder: Embedder, tmp_path: Path
+) -> None:
+    keys = Keys()
+    (tmp_path / "keys.toml").write_text(keys.toml())
+    with uda.connect(server_profile_file, embedder=embedder) as local:
+        report = local.ingest(*corpus())
+        assert report.hlc is not None
+        as_of = report.hlc
+        expected = local.search(QUESTION, limit=5, clearance_scope=INTERNAL_CORE, as_of=as_of)
+    want = [(r.element_id, r.score) for r in expected.results]
+    assert want
+
+    port = _free_port()
+    command = [sys.executable, "-m", "uda.cli", "--profile", str(server_profile_file), "serve"]
+    command += ["--keys", str(tmp_path / "keys.toml"), "--port", str(port), "--workers", "2"]
+    log_file = tmp_path / "serve.log"
+    with log_file.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait(lambda: process.poll() is not None or _up(url), 180, "uda serve ready")
+        assert process.poll() is None, log_file.read_text()[-3000:]
+        _wait(lambda: len(_spawned_workers(process.pid)) == 2, 60, "two workers")
+
+        def search(_: int) -> list[tuple[str, float]]:
+            body = {"query": QUESTION, "limit": 5, "as_of": as_of}
+            # A new connection each time: the kernel spreads them over the workers.
+            response = httpx.post(
+                f"{url}/v1/search",
+                json=body,
+                headers={API_KEY_HEADER: keys.internal},
+                timeout=60,
+            )
+            assert response.status_code == 200, response.text
+            return [(r["element_id"], r["score"]) for r in response.json()["results"]]
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(search, range(32)))
+        assert all(answer == want for answer in answers)
+
+        # A write through one worker is seen by every worker (the stores are shared).
+        note = {
+            "element_type": "Document",
+            "element_id": "doc:worker-note",
+            "name": "Worker note",
+            "text": "Zebra crossings are repainted every spring by the works department.",
+            "sensitivity": "internal",
+        }
+        written = httpx.post(
+            f"{url}/v1/ingest",
+            json={"elements": [note]},
+            headers={API_KEY_HEADER: keys.writer},
+            timeout=60,
+        )
+        assert written.status_code == 200, written.text
+
+        def finds_note(_: int) -> bool:
+            response = httpx.post(
+                f"{url}/v1/search",
+                json={"query": "when are zebra crossings repainted", "limit": 3},
+                headers={API_KEY_HEADER: keys.internal},
+                timeout=60,
+            )
+            assert response.status_code == 200, response.text
+            return any(r["element_id"] == "doc:worker-note" for r in response.json()["results"])
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            assert all(pool.map(finds_note, range(16)))
+
+        # A worker killed is replaced; the service answers meanwhile and after.
+        lost = _spawned_workers(process.pid)[0]
+        os.kill(lost, signal.SIGKILL)
+        assert search(0) == want
+        _wait(lambda: len(set(_spawned_workers(process.pid)) - {lost}) == 2, 90, "a new worker")
+        _wait(lambda: _up(url), 60, "ready again")
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            assert all(answer == want for answer in pool.map(search, range(16)))
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0
+    output = log_file.read_text()
+    assert "Traceback" not in output, output[-3000:]
+    assert "Task was destroyed" not in output
+
+
+def _free_port() -> int:
+    from uda.services.base import free_port
+
+    return free_port()
