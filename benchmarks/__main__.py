@@ -33,6 +33,7 @@ suites:
   ingest    ingest throughput against the raw embedding throughput of the same model
   structured  lists without a query (relation path + date range) and deep pages, by cursor
   resilience  uda serve under 16 clients while ArcadeDB or PostgreSQL is stopped and restarted
+  service   uda serve on SciFact under 1, 8 and 32 loopback clients: QPS, p99, memory, workers
 
 output (under --out, default benchmarks/results/<preset>/):
   report.json         every figure, the targets, the machine and package versions
@@ -63,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         metavar="SUITES",
-        help="comma-separated subset of: scifact,multihop,keps,scale,ingest,structured,resilience "
-        "(default: all)",
+        help="comma-separated subset of: scifact,multihop,keps,scale,ingest,structured,resilience,"
+        "service (default: all)",
     )
     parser.add_argument(
         "--profiles",

@@ -13,7 +13,16 @@ from typing import Literal
 from benchmarks.datasets import MULTIHOP_SETS
 
 PresetName = Literal["smoke", "quick", "full"]
-SUITES = ("scifact", "multihop", "keps", "scale", "ingest", "structured", "resilience")
+SUITES = (
+    "scifact",
+    "multihop",
+    "keps",
+    "scale",
+    "ingest",
+    "structured",
+    "resilience",
+    "service",
+)
 
 # (centrality, centrality weight, graph_candidates) for the multi-hop graph rows.
 GraphVariant = tuple[Literal["degree", "pagerank"], float, bool]
@@ -62,6 +71,11 @@ class Preset:
     resilience_seconds: float = 60.0
     resilience_fault_s: float = 20.0
     resilience_chunks: int = 2000
+    # service (issue 18): `uda serve` under N concurrent callers for `seconds` per step
+    service_docs: int = 3000
+    service_concurrency: tuple[int, ...] = (1, 8, 32)
+    service_seconds: float = 25.0
+    service_warmup_s: float = 5.0
 
     def without_sizes_above(self, max_chunks: int) -> Preset:
         """The same preset without scale points above `max_chunks`."""
@@ -95,6 +109,10 @@ PRESETS: dict[str, Preset] = {
         resilience_seconds=8.0,
         resilience_fault_s=3.0,
         resilience_chunks=200,
+        service_docs=200,
+        service_concurrency=(1, 8),
+        service_seconds=3.0,
+        service_warmup_s=1.0,
     ),
     "quick": Preset(
         name="quick",
@@ -117,6 +135,7 @@ PRESETS: dict[str, Preset] = {
         throughput_queries=100,
         concurrency=(1, 2, 4, 8),
         ingest_docs=1000,
+        service_seconds=20.0,
     ),
     "full": Preset(
         name="full",

@@ -290,6 +290,22 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "pg_sessions_growth",
         "log_noise",
     ),
+    "service": (
+        "answered",
+        "qps",
+        "p50_ms",
+        "p95_ms",
+        "p99_ms",
+        "max_ms",
+        "errors",
+        "results_mean",
+        "query_passes",
+        "processes",
+        "rss_mb",
+        "rss_before_mb",
+        "rss_after_mb",
+        "log_tracebacks",
+    ),
 }
 
 

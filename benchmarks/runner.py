@@ -51,6 +51,10 @@ def _suite(name: str) -> Suite:
         from benchmarks.suites import resilience
 
         return resilience.run
+    if name == "service":
+        from benchmarks.suites import service
+
+        return service.run
     raise ValueError(f"unknown suite {name!r}")
 
 

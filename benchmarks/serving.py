@@ -3,7 +3,8 @@
 `served(profile, callers)` writes the profile as TOML and a keys file with one API key per
 clearance (and one writer), starts the service on a free port, waits until `/readyz`
 answers, and stops it at the end (SIGTERM, then SIGKILL after 30 s). Its output goes to a
-log file the suite can read (tracebacks, unclean ends).
+log file the suite can read (tracebacks, unclean ends). `workers=N` asks for N processes
+(`uda serve --workers N`); None leaves the service its default.
 """
 
 from __future__ import annotations
@@ -34,8 +35,13 @@ class Service:
 
 
 @contextlib.contextmanager
-def served(profile: Profile, callers: Sequence[tuple[str, ...]]) -> Iterator[Service]:
-    """`uda serve` on `profile`, with a key per clearance in `callers`, stopped at the end."""
+def served(
+    profile: Profile, callers: Sequence[tuple[str, ...]], *, workers: int | None = None
+) -> Iterator[Service]:
+    """`uda serve` on `profile`, with a key per clearance in `callers`, stopped at the end.
+
+    `workers` (when not None) is passed as `--workers`; None keeps the service's default.
+    """
     from uda.http.auth import key_entry_toml, new_api_key
     from uda.services.base import free_port
 
@@ -54,6 +60,8 @@ def served(profile: Profile, callers: Sequence[tuple[str, ...]]) -> Iterator[Ser
     command = [sys.executable, "-c", "from uda.cli import main; raise SystemExit(main())"]
     command += ["--profile", str(profile_file), "serve", "--keys", str(keys_file)]
     command += ["--port", str(port), "--log-level", "warning"]
+    if workers is not None:
+        command += ["--workers", str(workers)]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
     service = Service(process, f"http://127.0.0.1:{port}", keys, writer_key, log)

@@ -191,6 +191,7 @@ def evaluate_targets(suites: Mapping[str, Mapping[str, Any]], preset: str) -> li
     out += _exact_match_targets(rows)
     out += _structured_targets(rows)
     out += _resilience_targets(rows)
+    out += _service_targets(rows)
     out += _reproduction(rows, suites, preset)
     return out
 
@@ -264,6 +265,40 @@ def _resilience_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
 
 
 RECOVERY_S = 5.0
+
+# Issue 18: judged at (clients, seconds, passages) of the quick and full presets or more.
+SERVICE_JUDGED_AT = (32, 20.0, 3000)
+SERVICE_JUDGED = "judged at 32 clients, 20 s, 3,000 passages"
+SERVICE_QPS, SERVICE_P99_MS = 150.0, 300.0
+
+
+def _service_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
+    """Issue 18: per profile, `uda serve` with its default workers, at the highest
+    concurrency measured, answers >= 150 searches/s with p99 <= 300 ms and no error."""
+    out: list[Target] = []
+    found = [r for r in rows if r["suite"] == "service" and params(r, "workers") is None]
+    for profile in dict.fromkeys(str(r["profile"]) for r in found):
+        row = max((r for r in found if r["profile"] == profile), key=lambda r: params(r, "clients"))
+        m, at = row["metrics"], [params(row, k) for k in ("clients", "seconds", "docs")]
+        full = all(v >= least for v, least in zip(at, SERVICE_JUDGED_AT, strict=True))
+        size = f"{at[0]} clients, {at[1]:g} s, {at[2]:,} passages; processes {m['processes']:.0f}"
+        qps, p99, errors = m["qps"], m["p99_ms"], m["errors"]
+        for key, what, goal, figure, met in (
+            ("qps", "searches/s", f">= {SERVICE_QPS:g}", qps, qps >= SERVICE_QPS),
+            ("p99", "p99 ms", f"<= {SERVICE_P99_MS:g} ms", p99, p99 <= SERVICE_P99_MS),
+            ("errors", "searches that failed", "== 0", errors, errors == 0),
+        ):
+            out.append(
+                Target(
+                    id=f"service_{key}_{profile}",
+                    description=f"service, default workers, most clients: {what} ({profile})",
+                    target=goal,
+                    figure=figure,
+                    met=met if full else None,
+                    detail=size if full else f"{size}; {SERVICE_JUDGED}",
+                )
+            )
+    return out
 
 
 def _structured_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
