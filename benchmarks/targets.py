@@ -6,9 +6,12 @@ A target is met, missed, or not measured (with the reason); it is never assumed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from benchmarks.load_targets import ingest_targets, resilience_targets, service_targets
+from benchmarks.target_model import Target, params
+from benchmarks.target_model import find as _find
 
 REPRODUCE = (
     ("txtai", "dense", 0.587),
@@ -59,39 +62,6 @@ def derive_ratios(suites: Mapping[str, Mapping[str, Any]]) -> None:
             reference = full.get(r["dataset"])
             if metric in r["metrics"] and reference:
                 r["metrics"]["ratio_to_uda_full"] = r["metrics"][metric] / reference
-
-
-@dataclass(frozen=True, kw_only=True)
-class Target:
-    """One target of issue 6 and where the run stands."""
-
-    id: str
-    description: str
-    target: str
-    figure: float | None
-    met: bool | None
-    detail: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data."""
-        return {
-            "id": self.id,
-            "description": self.description,
-            "target": self.target,
-            "figure": self.figure,
-            "met": self.met,
-            "status": "met" if self.met else "missed" if self.met is False else "not measured",
-            "detail": self.detail,
-        }
-
-
-def _find(rows: Iterable[Mapping[str, Any]], **where: Any) -> list[Mapping[str, Any]]:
-    return [r for r in rows if all(r.get(k) == v for k, v in where.items())]
-
-
-def params(row: Mapping[str, Any], key: str) -> Any:
-    """A row's configuration value (None when absent)."""
-    return row.get("params", {}).get(key)
 
 
 def evaluate_targets(suites: Mapping[str, Mapping[str, Any]], preset: str) -> list[Target]:
@@ -161,20 +131,7 @@ def evaluate_targets(suites: Mapping[str, Mapping[str, Any]], preset: str) -> li
             )
         )
     out += _latency_targets(rows)
-    for profile in ("embedded", "server"):
-        ingest = _find(rows, suite="ingest", system="uda", profile=profile)
-        if ingest:
-            value = ingest[0]["metrics"]["ratio_to_raw"]
-            out.append(
-                Target(
-                    id=f"ingest_vs_raw_{profile}",
-                    description=f"Ingest throughput / raw embedding throughput ({profile})",
-                    target=">= 0.80",
-                    figure=value,
-                    met=value >= 0.80,
-                    detail=f"{ingest[0]['metrics']['chunks_per_s']:.1f} chunks/s ingest",
-                )
-            )
+    out += ingest_targets(rows)
     leaks = _find(rows, suite="keps", system="uda", method="clearance")
     for row in leaks:
         value = row["metrics"]["leaks"]
@@ -190,114 +147,9 @@ def evaluate_targets(suites: Mapping[str, Mapping[str, Any]], preset: str) -> li
         )
     out += _exact_match_targets(rows)
     out += _structured_targets(rows)
-    out += _resilience_targets(rows)
-    out += _service_targets(rows)
+    out += resilience_targets(rows)
+    out += service_targets(rows)
     out += _reproduction(rows, suites, preset)
-    return out
-
-
-RESILIENCE_CLIENTS = 16
-RESILIENCE_SECONDS = 60.0
-
-
-def _resilience_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
-    """Issue 17: under 16 clients for 60 s, a backend away for 20 s costs no error, no leak,
-    no answer later than the deadline plus 100 ms, and answers are whole within 5 s of its
-    return; with the system of record away, 503s as fast, and nothing acknowledged lost."""
-    out: list[Target] = []
-    for row in (r for r in rows if r["suite"] == "resilience"):
-        m = row["metrics"]
-        scenario = row["method"].removeprefix("resilience: ")
-        slug = re.sub(r"\W+", "_", scenario)
-        full = (
-            params(row, "clients") >= RESILIENCE_CLIENTS
-            and params(row, "seconds") >= RESILIENCE_SECONDS
-        )
-        size = f"{params(row, 'clients')} clients, {params(row, 'seconds'):.0f} s"
-        bound = m["deadline_ms"] + 100
-        wanted: list[tuple[str, str, str, float, bool]] = [
-            ("errors", "searches that failed", "== 0", m["errors"], m["errors"] == 0),
-            (
-                "p99",
-                "p99 ms of every search",
-                f"<= {bound:.0f}",
-                m["wall_p99_ms"],
-                m["wall_p99_ms"] <= bound,
-            ),
-            ("leaks", "clearance leaks", "== 0", m["leaks"], m["leaks"] == 0),
-            (
-                "recovery",
-                "s until answers are whole again",
-                f"<= {RECOVERY_S:g}",
-                m["recovery_s"],
-                m["recovery_s"] <= RECOVERY_S,
-            ),
-            (
-                "lost",
-                "acknowledged writes lost (check clean)",
-                "== 0",
-                m["lost"],
-                m["lost"] == 0 and m["check_clean"] == 1,
-            ),
-        ]
-        if m["unavailable_503"]:
-            wanted.append(
-                (
-                    "fast_503",
-                    "p99 ms of the 503s",
-                    f"<= {bound:.0f}",
-                    m["unavailable_p99_ms"],
-                    m["unavailable_p99_ms"] <= bound,
-                )
-            )
-        for key, what, goal, figure, met in wanted:
-            out.append(
-                Target(
-                    id=f"resilience_{slug}_{key}",
-                    description=f"resilience, {scenario}: {what}",
-                    target=goal,
-                    figure=figure,
-                    met=met if full else None,
-                    detail=size if full else f"{size}: judged at 16 clients, 60 s",
-                )
-            )
-    return out
-
-
-RECOVERY_S = 5.0
-
-# Issue 18: judged at (clients, seconds, passages) of the quick and full presets or more.
-SERVICE_JUDGED_AT = (32, 20.0, 3000)
-SERVICE_JUDGED = "judged at 32 clients, 20 s, 3,000 passages"
-SERVICE_QPS, SERVICE_P99_MS = 150.0, 300.0
-
-
-def _service_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
-    """Issue 18: per profile, `uda serve` with its default workers, at the highest
-    concurrency measured, answers >= 150 searches/s with p99 <= 300 ms and no error."""
-    out: list[Target] = []
-    found = [r for r in rows if r["suite"] == "service" and params(r, "workers") is None]
-    for profile in dict.fromkeys(str(r["profile"]) for r in found):
-        row = max((r for r in found if r["profile"] == profile), key=lambda r: params(r, "clients"))
-        m, at = row["metrics"], [params(row, k) for k in ("clients", "seconds", "docs")]
-        full = all(v >= least for v, least in zip(at, SERVICE_JUDGED_AT, strict=True))
-        size = f"{at[0]} clients, {at[1]:g} s, {at[2]:,} passages; processes {m['processes']:.0f}"
-        qps, p99, errors = m["qps"], m["p99_ms"], m["errors"]
-        for key, what, goal, figure, met in (
-            ("qps", "searches/s", f">= {SERVICE_QPS:g}", qps, qps >= SERVICE_QPS),
-            ("p99", "p99 ms", f"<= {SERVICE_P99_MS:g} ms", p99, p99 <= SERVICE_P99_MS),
-            ("errors", "searches that failed", "== 0", errors, errors == 0),
-        ):
-            out.append(
-                Target(
-                    id=f"service_{key}_{profile}",
-                    description=f"service, default workers, most clients: {what} ({profile})",
-                    target=goal,
-                    figure=figure,
-                    met=met if full else None,
-                    detail=size if full else f"{size}; {SERVICE_JUDGED}",
-                )
-            )
     return out
 
 
