@@ -101,6 +101,23 @@ def test_the_cli_refuses_workers_on_the_embedded_profile_before_serving(
     assert "Traceback" not in err
 
 
+@pytest.mark.unit
+def test_workers_share_the_cores_out_through_the_embedding_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from uda.embedding.base import THREADS_ENV, embed_threads
+
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert embed_threads() == 1
+    monkeypatch.setenv(THREADS_ENV, "")
+    assert embed_threads() == min(os.cpu_count() or 1, 4)
+    for unusable in ("0", "-2", "many", "1.5"):
+        monkeypatch.setenv(THREADS_ENV, unusable)
+        with pytest.raises(ConfigError) as caught:
+            embed_threads()
+        assert caught.value.field == THREADS_ENV
+
+
 # -- two real workers over real servers ---------------------------------------------------------
 
 

@@ -19,6 +19,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from uda.errors import ConfigError
+
 Vector = npt.NDArray[np.float32]
 
 
@@ -131,13 +133,22 @@ THREADS_ENV = "UDA_EMBED_THREADS"
 def embed_threads() -> int:
     """Threads for a local model: `$UDA_EMBED_THREADS`, else the cores (at most 4).
 
+    Raises:
+        ConfigError: naming the variable, when it is set to anything but a positive number.
+
     More than 4 threads buy nothing for a model this small; several processes each using
     every core would fight over them.
     """
     value = os.environ.get(THREADS_ENV, "").strip()
-    if value.isdigit() and int(value) >= 1:
-        return int(value)
-    return min(os.cpu_count() or 1, 4)
+    if not value:
+        return min(os.cpu_count() or 1, 4)
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(
+            f"{THREADS_ENV}={value!r}: give a number of threads, 1 or more (or unset it)",
+            field=THREADS_ENV,
+            value=value,
+        )
+    return int(value)
 
 
 def empty_vectors() -> Vector:
