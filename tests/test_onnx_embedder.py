@@ -107,3 +107,38 @@ def test_onnx_is_the_default_and_a_profile_may_choose_torch(
     with pytest.raises(ConfigError, match="embedder") as caught:
         load_profile(file)
     assert caught.value.field == "embedder"
+
+
+def test_the_int8_variant_is_another_model_close_to_fp32(
+    onnx: OnnxEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uda
+    from uda.config import load_profile
+    from uda.embedding.onnx import quantized_model
+    from uda.errors import EmbeddingModelMismatchError
+
+    cache = tmp_path / "cache"
+    int8 = OnnxEmbedder(cache=cache, int8=True)
+    ours, fp32 = int8.embed_documents(TEXTS), onnx.embed_documents(TEXTS)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    cosines = (ours * fp32).sum(axis=1)
+    assert cosines.min() >= 0.97, cosines  # close, not equal: quantised weights
+    assert cosines.min() < 0.9999  # and really another model
+    # Its own fingerprint: a store keeps one model's vectors.
+    assert int8.fingerprint != onnx.fingerprint
+    made = quantized_model(packaged_model_path(), cache)
+    stamp = made.stat().st_mtime_ns
+    assert quantized_model(packaged_model_path(), cache) == made  # quantised once
+    assert made.stat().st_mtime_ns == stamp
+    assert not list(made.parent.glob(".model-*"))
+
+    monkeypatch.setenv("UDA_CACHE_DIR", str(cache))
+    file = tmp_path / "p.toml"
+    file.write_text('[uda]\npath = "data"\nembedder = "onnx-int8"\n')
+    with uda.Client(load_profile(file)) as client:
+        client.ingest(
+            [{"element_type": "Document", "element_id": "d1", "name": "n", "text": "refunds"}]
+        )
+    file.write_text('[uda]\npath = "data"\n')  # the fp32 default on the int8 store
+    with pytest.raises(EmbeddingModelMismatchError):
+        uda.Client(load_profile(file)).open()

@@ -9,20 +9,24 @@ ingest / raw. On the embedded profile the same ingest also runs with the torch r
 speed-up of ingest through the public API is judged against it, in the same run (issue 18).
 
 Then the embedders side by side on the same texts (issue 18): `embedder: sentence-transformers`
-(torch) and `embedder: onnx` (ONNX Runtime), each with its query p50/p95 (one SciFact query
-per call, no cache), its chunks per second over the same chunks, and for ONNX the smallest
-cosine between its vectors and torch's (>= 0.9999 keeps stores valid).
+(torch), `embedder: onnx` (ONNX Runtime, the default) and `embedder: onnx-int8` (opt-in: the
+MatMul weights quantised to int8), each with its query p50/p95 (one SciFact query per call, no
+cache), its chunks per second over the same chunks, the smallest and mean cosine between its
+vectors and torch's (>= 0.9999 keeps stores valid), and its dense-only nDCG@10 on SciFact's
+judged test queries over the passages ingested (each passage scored by its best chunk; the whole
+corpus in the full preset), with the change against fp32 ONNX: int8 may become a default only
+at a change >= -0.003.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from benchmarks.datasets import read_beir
-from benchmarks.metrics import latency_summary
+from benchmarks.datasets import BeirSet, read_beir
+from benchmarks.metrics import latency_summary, ndcg_at_k
 from benchmarks.suites import Context, SuiteResult
 from benchmarks.systems import make_profile, open_client
 from ontology import Document
@@ -40,7 +44,8 @@ def run(ctx: Context, result: SuiteResult) -> None:
     if not (folder / "corpus.jsonl").exists():
         result.status, result.reason = "skipped", "no SciFact data"
         return
-    corpus = read_beir(folder).corpus
+    data = read_beir(folder)
+    corpus = data.corpus
     ids = list(corpus)[: ctx.preset.ingest_docs]
     docs = [
         Document(
@@ -107,7 +112,8 @@ def run(ctx: Context, result: SuiteResult) -> None:
             },
             params={"batch_passages": BATCH},
         )
-    _embedders(ctx, result, [t for group in texts for t in group], list(read_queries(ctx)))
+    passages = [(doc_id, t) for doc_id, group in zip(ids, texts, strict=True) for t in group]
+    _embedders(ctx, result, passages, list(read_queries(ctx)), data)
 
 
 def read_queries(ctx: Context) -> list[str]:
@@ -117,14 +123,31 @@ def read_queries(ctx: Context) -> list[str]:
 
 
 def _embedders(
-    ctx: Context, result: SuiteResult, chunks: Sequence[str], queries: Sequence[str]
+    ctx: Context,
+    result: SuiteResult,
+    passages: Sequence[tuple[str, str]],
+    queries: Sequence[str],
+    data: BeirSet,
 ) -> None:
-    """Both runtimes on the same chunks and queries, one after the other."""
+    """Every local runtime on the same chunks and queries, one after the other."""
     from uda.embedding.onnx import OnnxEmbedder
 
-    torch_model = shared_embedder(kind="sentence-transformers")
+    chunks = [text for _, text in passages]
+    owners = np.array([doc_id for doc_id, _ in passages])
+    ingested = set(owners.tolist())
+    judged = {
+        q: {d: g for d, g in rel.items() if d in ingested}
+        for q, rel in data.qrels.items()
+        if any(d in ingested for d in rel)
+    }
+    runtimes: list[tuple[str, Embedder]] = [
+        ("sentence-transformers", shared_embedder(kind="sentence-transformers")),
+        ("onnx", OnnxEmbedder()),
+        ("onnx-int8", OnnxEmbedder(int8=True)),
+    ]
     reference: np.ndarray | None = None
-    for kind, model in (("sentence-transformers", torch_model), ("onnx", OnnxEmbedder())):
+    fp32_ndcg: float | None = None
+    for kind, model in runtimes:
         ctx.log(f"ingest: embedder {kind}, {len(queries)} queries and {len(chunks)} chunks")
         model.embed_documents(list(chunks[:BATCH]))  # loaded and warm
         walls = _query_walls(model, queries)
@@ -142,14 +165,47 @@ def _embedders(
         if reference is None:
             reference = vectors
         else:
-            metrics["min_cosine_to_torch"] = float((vectors * reference).sum(axis=1).min())
+            cosines = (vectors * reference).sum(axis=1)
+            metrics |= {
+                "min_cosine_to_torch": float(cosines.min()),
+                "mean_cosine_to_torch": float(cosines.mean()),
+            }
+        if judged:
+            ndcg = _dense_ndcg(model, vectors, owners, judged, data.queries)
+            metrics["dense_ndcg@10"] = ndcg
+            if kind == "onnx":
+                fp32_ndcg = ndcg
+            elif kind == "onnx-int8" and fp32_ndcg is not None:
+                metrics["ndcg@10_change_vs_fp32"] = ndcg - fp32_ndcg
         result.add(
             dataset=DATASET,
             system="model",
             method=f"embedder: {kind}",
             metrics=metrics,
-            params={"batch_chunks": BATCH, "queries": len(queries)},
+            params={"batch_chunks": BATCH, "queries": len(queries), "judged": len(judged)},
         )
+
+
+def _dense_ndcg(
+    model: Embedder,
+    vectors: np.ndarray,
+    owners: np.ndarray,
+    judged: Mapping[str, Mapping[str, int]],
+    texts: Mapping[str, str],
+) -> float:
+    """Mean nDCG@10 of a dense ranking of the passages (a passage scores its best chunk)."""
+    ids = sorted(judged)
+    asked = model.embed_documents([texts[q] for q in ids])
+    scores = asked @ vectors.T  # unit vectors: cosine similarity
+    total = 0.0
+    for row, query in enumerate(ids):
+        best: dict[str, float] = {}
+        for column in np.argsort(-scores[row])[: 20 * 10]:  # enough chunks for 10 passages
+            owner = str(owners[column])
+            best.setdefault(owner, float(scores[row, column]))
+        ranked = sorted(best, key=lambda d: -best[d])
+        total += ndcg_at_k(ranked, judged[query], 10)
+    return total / len(ids)
 
 
 def _query_walls(model: Embedder, queries: Sequence[str]) -> list[float]:

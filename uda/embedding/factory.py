@@ -14,8 +14,13 @@ from typing import Any, Literal
 from uda.embedding.base import Embedder
 from uda.errors import ConfigError
 
-EmbedderName = Literal["onnx", "sentence-transformers", "openai-compatible"]
-EMBEDDERS: tuple[EmbedderName, ...] = ("onnx", "sentence-transformers", "openai-compatible")
+EmbedderName = Literal["onnx", "onnx-int8", "sentence-transformers", "openai-compatible"]
+EMBEDDERS: tuple[EmbedderName, ...] = (
+    "onnx",
+    "onnx-int8",
+    "sentence-transformers",
+    "openai-compatible",
+)
 DEFAULT_EMBEDDER: EmbedderName = "onnx"
 
 _SHARED: dict[tuple[Any, ...], Embedder] = {}
@@ -41,10 +46,10 @@ def make_embedder(
         return OpenAICompatibleEmbedder.from_options(options or {})
     if options:
         raise _no_options(kind, options)
-    if kind == "onnx":
+    if kind in ("onnx", "onnx-int8"):
         from uda.embedding.onnx import OnnxEmbedder
 
-        return OnnxEmbedder(model_path)
+        return OnnxEmbedder(model_path, int8=kind == "onnx-int8")
     from uda.embedding.sentence_transformers import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(model_path)
