@@ -59,6 +59,16 @@ def test_the_first_write_records_the_model_and_another_model_is_refused(
         assert client.search("refund", clearance_scope=["internal"]).results[0].element_id == "d1"
 
 
+def test_stats_name_the_embedder_and_the_stores_model(tmp_path: Path, embedder: Embedder) -> None:
+    with uda.Client(embedded_profile(tmp_path / "store"), embedder=embedder) as client:
+        before = client.stats()
+        client.ingest([DOC])
+        after = client.stats()
+    assert before["embedder"] == after["embedder"] == "onnx"
+    assert before["embedding_model"] is None
+    assert after["embedding_model"] == embedder.fingerprint
+
+
 def test_a_store_without_vectors_takes_any_model_until_its_first_write(
     tmp_path: Path, embedder: Embedder, other_model: Path
 ) -> None:

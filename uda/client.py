@@ -312,9 +312,18 @@ class AsyncClient:
         return await self._system_of_record().live_element_ids(prefix)
 
     async def stats(self) -> dict[str, Any]:
-        """Counts from the system of record."""
+        """Counts from the system of record, with the embedder and the model of the vectors.
+
+        `embedding_model` is the fingerprint the store recorded with its first write (None
+        before it); `embedder` is the profile's runtime.
+        """
         sor = self._system_of_record()
-        return {"profile": self.profile.name, **(await sor.counts())}
+        return {
+            "profile": self.profile.name,
+            "embedder": self.profile.embedder,
+            "embedding_model": await sor.embedding_model(),
+            **(await sor.counts()),
+        }
 
     async def check(self) -> ConsistencyReport:
         """Compare every derived store with the system of record; changes nothing.
