@@ -118,6 +118,20 @@ def test_workers_share_the_cores_out_through_the_embedding_threads(
         assert caught.value.field == THREADS_ENV
 
 
+@pytest.mark.unit
+def test_idle_model_threads_spin_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uda.embedding.base import SPINNING_ENV, embed_spinning
+
+    monkeypatch.delenv(SPINNING_ENV, raising=False)
+    assert embed_spinning()
+    monkeypatch.setenv(SPINNING_ENV, "0")
+    assert not embed_spinning()
+    monkeypatch.setenv(SPINNING_ENV, "yes")
+    with pytest.raises(ConfigError) as caught:
+        embed_spinning()
+    assert caught.value.field == SPINNING_ENV
+
+
 # -- two real workers over real servers ---------------------------------------------------------
 
 

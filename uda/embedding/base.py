@@ -151,6 +151,27 @@ def embed_threads() -> int:
     return int(value)
 
 
+SPINNING_ENV = "UDA_EMBED_SPINNING"
+"""`0`: a local model's idle threads sleep at once (`uda serve` sets it); `1`, the default:
+they spin a moment first, which answers one query sooner when the other cores are idle."""
+
+
+def embed_spinning() -> bool:
+    """Whether a local model's idle threads may spin: `$UDA_EMBED_SPINNING`, else yes.
+
+    Raises:
+        ConfigError: naming the variable, when it is set to anything but 0 or 1.
+    """
+    value = os.environ.get(SPINNING_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise ConfigError(
+            f"{SPINNING_ENV}={value!r}: give 0 (threads sleep when idle) or 1 (they spin)",
+            field=SPINNING_ENV,
+            value=value,
+        )
+    return value != "0"
+
+
 def empty_vectors() -> Vector:
     """No rows: what embedding nothing returns (no model load)."""
     return np.zeros((0, 0), dtype=np.float32)

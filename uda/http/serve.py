@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from uda.config import Profile, load_profile
+from uda.embedding.base import SPINNING_ENV
 from uda.errors import ConfigError, UDAError, UserError
 
 if TYPE_CHECKING:
@@ -250,6 +251,8 @@ def run_serve(args: argparse.Namespace) -> int:
     settings.authenticator()  # bad keys or an unset secret fail here, once, with exit 2
     profile = settings.load_profile()
     workers = worker_count(str(args.workers), profile)
+    # Requests run side by side: a model's idle threads must not spin on the cores they need.
+    os.environ.setdefault(SPINNING_ENV, "0")
     common: dict[str, Any] = {
         "host": args.host,
         "port": args.port,
