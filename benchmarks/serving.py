@@ -69,12 +69,17 @@ def served(
         _wait_ready(service)
         yield service
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within `grace_s`; reaped either way."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def profile_toml(profile: Profile) -> str:
@@ -101,4 +106,4 @@ def _wait_ready(service: Service, timeout: float = 120.0) -> None:
     raise RuntimeError(f"uda serve not ready after {timeout:.0f} s")
 
 
-__all__ = ["Service", "profile_toml", "served"]
+__all__ = ["Service", "profile_toml", "served", "stop"]

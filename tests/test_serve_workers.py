@@ -23,7 +23,7 @@ import pytest
 from http_fixtures import INTERNAL_CORE, QUESTION, Keys, corpus
 
 import uda
-from benchmarks.serving import profile_toml
+from benchmarks.serving import profile_toml, stop
 from connectors.arcadedb import ArcadeDBConnector
 from connectors.chroma import ChromaConnector
 from connectors.networkx_graph import NetworkXConnector
@@ -34,6 +34,7 @@ from uda.embedding import Embedder
 from uda.errors import ConfigError
 from uda.http.serve import in_process_stores, usable_cores, worker_count
 from uda.http.wire import API_KEY_HEADER
+from uda.services.base import free_port
 
 # -- how many workers -------------------------------------------------------------------------
 
@@ -198,7 +199,7 @@ def test_two_workers_answer_alike_share_writes_and_survive_a_lost_worker(
     want = [(r.element_id, r.score) for r in expected.results]
     assert want
 
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "uda.cli", "--profile", str(server_profile_file), "serve"]
     command += ["--keys", str(tmp_path / "keys.toml"), "--port", str(port), "--workers", "2"]
     log_file = tmp_path / "serve.log"
@@ -264,19 +265,8 @@ def test_two_workers_answer_alike_share_writes_and_survive_a_lost_worker(
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             assert all(answer == want for answer in pool.map(search, range(16)))
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, grace_s=60)
     assert process.returncode == 0
     output = log_file.read_text()
     assert "Traceback" not in output, output[-3000:]
     assert "Task was destroyed" not in output
-
-
-def _free_port() -> int:
-    from uda.services.base import free_port
-
-    return free_port()
