@@ -8,6 +8,7 @@ All members are coroutines: connectors over blocking libraries run them in a wor
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -216,6 +217,23 @@ class RelationalCapable(ABC):
         """
         states = await self.fetch(element_ids, as_of)
         return {eid: StateClearance.of(state) for eid, state in states.items()}
+
+    async def fetch_with_clearances(
+        self, whole_ids: Sequence[str], clearance_ids: Sequence[str], as_of: int | None
+    ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
+        """`fetch(whole_ids)` and `fetch_clearances(clearance_ids)` in one call.
+
+        Phase 3 needs both at once: whole states of what it can rank, clearances of what can
+        only be context. A store overrides this to answer in one round trip (one worker job,
+        one pipeline) instead of two; this default runs the two reads concurrently.
+        """
+        whole = asyncio.ensure_future(self.fetch(whole_ids, as_of))
+        cleared = asyncio.ensure_future(self.fetch_clearances(clearance_ids, as_of))
+        try:
+            return await whole, await cleared
+        finally:  # one read failed: the other is not left running
+            whole.cancel()
+            cleared.cancel()
 
     @abstractmethod
     async def select_states(self, selection: StateSelection) -> list[StoredState]:

@@ -323,11 +323,12 @@ class ReclassifyingStore(SQLiteConnector):
         self.whole_reads.append(list(element_ids))
         return await super().fetch(element_ids, as_of)
 
-    async def fetch_clearances(
-        self, element_ids: Sequence[str], as_of: int | None
-    ) -> dict[str, StateClearance]:
-        self.clearance_reads.append(list(element_ids))
-        found = await super().fetch_clearances(element_ids, as_of)
+    async def fetch_with_clearances(
+        self, whole_ids: Sequence[str], clearance_ids: Sequence[str], as_of: int | None
+    ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
+        self.whole_reads.append(list(whole_ids))
+        self.clearance_reads.append(list(clearance_ids))
+        found = await super().fetch_with_clearances(whole_ids, clearance_ids, as_of)
         if self.between is not None:
             await self.between()
         return found

@@ -104,8 +104,9 @@ class RelationalConformance(ConformanceBase):
     ) -> None:
         """`fetch_clearances` gives `fetch`'s clearance fields, now and as of any time.
 
-        Covers a reclassified element (the newest clearance rides on an old state), a
-        tombstone, a scoped element, hostile and unknown ids, and an empty request.
+        `fetch_with_clearances` gives both reads at once. Covers a reclassified element (the
+        newest clearance rides on an old state), a tombstone, a scoped element, hostile and
+        unknown ids, and an empty request.
         """
         d = harness.dimension
         states = [
@@ -124,6 +125,14 @@ class RelationalConformance(ConformanceBase):
             whole = await relational.fetch(ids, as_of)
             expected = {eid: StateClearance.of(s) for eid, s in whole.items()}
             assert await relational.fetch_clearances(ids, as_of) == expected, f"as_of={as_of}"
+            # Both reads in one call give what each gives alone, either side empty or not.
+            whole_ids, clearance_ids = ids[::2], ids[1::2]
+            assert await relational.fetch_with_clearances(whole_ids, clearance_ids, as_of) == (
+                await relational.fetch(whole_ids, as_of),
+                await relational.fetch_clearances(clearance_ids, as_of),
+            ), f"as_of={as_of}"
+            assert await relational.fetch_with_clearances([], ids, as_of) == ({}, expected)
+            assert await relational.fetch_with_clearances(ids, [], as_of) == (whole, {})
         assert (await relational.fetch_clearances(["e"], 150))["e"].latest_sensitivity_rank == 3
         assert (await relational.fetch_clearances(["t"], None))["t"].tombstone is True
         assert await relational.fetch_clearances([], None) == {}

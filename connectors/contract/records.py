@@ -127,6 +127,28 @@ class GraphEdge:
         return self.valid_from <= as_of < self.valid_to
 
 
+_new = object.__new__
+
+
+def graph_edge(
+    source_id: str, relation: str, target_id: str, valid_from: int, valid_to: int
+) -> GraphEdge:
+    """`GraphEdge(...)` at less than half the cost, for stores that build hundreds a search.
+
+    A frozen dataclass's __init__ sets each field through object.__setattr__; filling the
+    instance dict gives the same object (tests/test_graph_records.py holds it equal).
+    """
+    edge = _new(GraphEdge)
+    edge.__dict__.update(
+        source_id=source_id,
+        relation=relation,
+        target_id=target_id,
+        valid_from=valid_from,
+        valid_to=valid_to,
+    )
+    return edge
+
+
 @dataclass(frozen=True, kw_only=True)
 class Subgraph:
     """What an expansion returns: the edges within reach, and the types of their nodes."""
@@ -155,5 +177,6 @@ __all__ = [
     "GraphNode",
     "SearchFilter",
     "Subgraph",
+    "graph_edge",
     "walks_back",
 ]

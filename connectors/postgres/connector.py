@@ -124,6 +124,27 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         rows = await self._select(q.clearances_sql(as_of), {"ids": ids, "as_of": as_of})
         return {row[0]: clearance_from_row(row) for row in rows}
 
+    async def fetch_with_clearances(
+        self, whole_ids: Sequence[str], clearance_ids: Sequence[str], as_of: int | None
+    ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
+        """Both reads on one connection in one pipeline: one round trip, not two."""
+        whole, cleared = pv.storable(whole_ids), pv.storable(clearance_ids)
+        if not whole or not cleared:
+            return await super().fetch_with_clearances(whole, cleared, as_of)
+        async with self._connection() as conn:
+            async with conn.pipeline():
+                states = await conn.execute(
+                    q.states_sql(as_of).encode(), {"ids": whole, "as_of": as_of}
+                )
+                clearances = await conn.execute(
+                    q.clearances_sql(as_of).encode(), {"ids": cleared, "as_of": as_of}
+                )
+            state_rows, clearance_rows = await states.fetchall(), await clearances.fetchall()
+        return (
+            {row[0]: state_from_row(row) for row in state_rows},
+            {row[0]: clearance_from_row(row) for row in clearance_rows},
+        )
+
     async def _states(
         self, element_ids: Sequence[str], as_of: int | None
     ) -> dict[str, StoredState]:

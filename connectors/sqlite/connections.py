@@ -83,6 +83,20 @@ class SQLiteConnections:
         return conn
 
     @contextmanager
+    def snapshot(self) -> Generator[sqlite3.Connection]:
+        """This thread's read connection inside one read transaction.
+
+        Every statement in the block sees the same committed state, whatever the writer
+        commits meanwhile.
+        """
+        conn = self.reader()
+        conn.execute("BEGIN DEFERRED")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")  # a read transaction: nothing to undo
+
+    @contextmanager
     def transaction(self) -> Generator[sqlite3.Connection]:
         """The writer inside BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any error)."""
         if self._writer is None:

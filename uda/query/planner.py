@@ -36,7 +36,7 @@ from uda.query.candidates import (
     leg_scores,
 )
 from uda.query.clearance import state_visible
-from uda.query.concurrency import all_or_none, together
+from uda.query.concurrency import together
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Position
 from uda.query.deadlines import Breakers, Budget, Guard
@@ -444,16 +444,11 @@ class Planner:
     async def _read_states(
         self, plan: Plan, guard: Guard, whole_ids: Sequence[str], clearance_ids: Sequence[str]
     ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
-        """Whole states of `whole_ids` and clearances of `clearance_ids`, read concurrently."""
-        sor = self._sor_name
-        whole = asyncio.ensure_future(
-            guard.required(sor, lambda: self._sor.fetch(whole_ids, plan.as_of))
+        """Whole states of `whole_ids` and clearances of `clearance_ids`, in one call."""
+        return await guard.required(
+            self._sor_name,
+            lambda: self._sor.fetch_with_clearances(whole_ids, clearance_ids, plan.as_of),
         )
-        cleared = asyncio.ensure_future(
-            guard.required(sor, lambda: self._sor.fetch_clearances(clearance_ids, plan.as_of))
-        )
-        await all_or_none([whole, cleared])
-        return whole.result(), cleared.result()
 
     async def _context_states(
         self,
