@@ -30,6 +30,7 @@ from connectors.contract.system_of_record import (
 )
 from connectors.sql_filters import compile_filter
 from connectors.sqlite.connections import SQLiteConnections
+from connectors.sqlite.json_rows import json_array_rows, read_json_rows
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -54,9 +55,11 @@ _UPSERT_CHUNK = insert_sql("chunks", DERIVED_CHUNK_COLUMNS, "?", verb="INSERT OR
 _UPSERT_TEXT = "INSERT OR REPLACE INTO chunk_text VALUES (?,?)"
 # Every id list is one JSON parameter, expanded by json_each: no statement grows with the input.
 _IDS = "(SELECT value FROM json_each(?))"
+# One JSON row (connectors/sqlite/json_rows.py): a search reads it beside other threads.
 _PASSING_SQL = (
-    "SELECT t.chunk_id, t.element_id, t.version, x.text FROM chunks t "  # noqa: S608 - fixed
-    f"JOIN chunk_text x ON x.chunk_id = t.chunk_id WHERE t.chunk_id IN {_IDS} AND {{where}}"
+    f"SELECT {json_array_rows('t.chunk_id, t.element_id, t.version, x.text')} "  # noqa: S608
+    "FROM chunks t JOIN chunk_text x ON x.chunk_id = t.chunk_id "
+    f"WHERE t.chunk_id IN {_IDS} AND {{where}}"
 )
 _MATCHING_SQL = "SELECT t.chunk_id FROM chunks t WHERE {where}"
 _OF_ELEMENTS_SQL = f"SELECT t.chunk_id FROM chunks t WHERE t.element_id IN {_IDS} AND {{where}}"  # noqa: S608
@@ -128,8 +131,8 @@ class ChunkDirectory:
         if not chunk_ids:
             return {}
         where, params = compile_filter(search_filter, table="t")
-        rows = self._reader().execute(
-            _PASSING_SQL.format(where=where), (json.dumps(list(chunk_ids)), *params)
+        rows = read_json_rows(
+            self._reader(), _PASSING_SQL.format(where=where), (json.dumps(list(chunk_ids)), *params)
         )
         return {cid: (eid, int(version), text) for cid, eid, version, text in rows}
 

@@ -41,6 +41,7 @@ from connectors.sql_filters import compile_filter
 from connectors.sqlite import aggregation as sqlite_aggregation
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connections import SQLiteConnections
+from connectors.sqlite.json_rows import read_json_rows
 from connectors.sqlite.saved_queries import SavedQueryFile, move_from_store
 from connectors.sqlite.schema import (
     CLEARANCE_SELECT,
@@ -215,16 +216,13 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
 
     def _state_rows(
         self, columns: str, element_ids: Sequence[str], as_of: int | None
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[list[Any]]:
         if not element_ids:
             return []
-        return (
-            self._reader()
-            .execute(
-                state_rows_sql(columns, as_of),
-                (json.dumps(list(element_ids)), OPEN if as_of is None else as_of),
-            )
-            .fetchall()
+        return read_json_rows(
+            self._reader(),
+            state_rows_sql(columns, as_of),
+            (json.dumps(list(element_ids)), OPEN if as_of is None else as_of),
         )
 
     async def select_states(self, selection: StateSelection) -> list[StoredState]:

@@ -12,6 +12,7 @@ from connectors.contract.system_of_record import (
     column_list,
     insert_sql,
 )
+from connectors.sqlite.json_rows import exact_real, json_array_rows
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS states (
@@ -117,10 +118,14 @@ LEGACY_FTS = (
 # document would move a caller's scores (docs/adr/0005-lexical-statistics-per-caller.md).
 VISIBLE_STATS_SQL = "SELECT count(*), avg(length) FROM text_chunks t WHERE {where}"
 # Scored inside SQLite: the statement runs without the GIL, beside the vector leg's query,
-# and returns `k` rows instead of every occurrence of every term (1,400 at 100k chunks).
+# and returns the `k` best instead of every occurrence of every term (1,400 at 100k chunks),
+# as one JSON array (`connectors.sqlite.json_rows`; the caller puts them back in order).
 # Parameters in order: the terms (JSON), the filter's, the visible count, the visible
 # average length, `k`. `ln` runs once per term; the formula and tie order are
 # `connectors.bm25.bm25_top`'s, which is the reference the tests hold this to.
+BM25_ROWS = json_array_rows(
+    f"best.chunk_id, t.element_id, t.version, t.text, {exact_real('best.score')}"
+)
 BM25_SQL = """
 WITH terms(term) AS (SELECT DISTINCT value FROM json_each(?)),
 occ AS MATERIALIZED (
@@ -141,9 +146,8 @@ best AS MATERIALIZED (
     ORDER BY score DESC, chunk_id
     LIMIT ?
 )
-SELECT best.chunk_id, t.element_id, t.version, t.text, best.score
+SELECT {rows}
 FROM best JOIN text_chunks t ON t.rowid = best.doc
-ORDER BY best.score DESC, best.chunk_id
 """
 
 LIVE_EDGES_SQL = """
@@ -191,6 +195,8 @@ CLEARANCE_SELECT = column_list(CLEARANCE_COLUMNS, "s")
 def state_rows_sql(columns: str, as_of: int | None) -> str:
     """`columns` of each id's state as of `?2` (now: `as_of` None), then its newest clearance.
 
+    All rows come as one JSON array (`connectors.sqlite.json_rows`).
+
     Ids come as JSON in `?1`. With `CLEARANCE_SELECT` it reads the `states_clearance` index
     only. A current state is the newest, so its clearance is the newest clearance; an older
     one takes it from the current row.
@@ -202,7 +208,7 @@ def state_rows_sql(columns: str, as_of: int | None) -> str:
         join = f"JOIN states l ON l.element_id = ids.id AND l.valid_to = {OPEN}"
     return f"""
 WITH ids(id) AS (SELECT DISTINCT value FROM json_each(?1))
-SELECT {columns}, {latest}
+SELECT {json_array_rows(f"{columns}, {latest}")}
 FROM ids JOIN states s ON s.element_id = ids.id
 {join}
 WHERE {validity}

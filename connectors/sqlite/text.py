@@ -20,7 +20,8 @@ from connectors.contract.system_of_record import (
     derived_chunk_values,
     insert_sql,
 )
-from connectors.sqlite.schema import BM25_SQL, LEGACY_FTS
+from connectors.sqlite.json_rows import read_json_rows
+from connectors.sqlite.schema import BM25_ROWS, BM25_SQL, LEGACY_FTS
 
 _INSERT_CHUNK = insert_sql("text_chunks", (*DERIVED_CHUNK_COLUMNS, "name", "text", "length"), "?")
 _INSERT_TERM = "INSERT INTO chunk_terms (term, doc, tf) VALUES (?,?,?)"
@@ -105,6 +106,10 @@ def best_chunks(
     k: int,
 ) -> list[tuple[str, str, int, str, float]]:
     """The `k` best visible chunks as `(chunk_id, element_id, version, text, score)`."""
-    sql = BM25_SQL.format(where=where, k1=BM25_K1, b=BM25_B)
-    rows = conn.execute(sql, (json.dumps(list(terms)), *params, n_docs, avg_len, k))
-    return [(c, e, v, t, float(score)) for c, e, v, t, score in rows]
+    sql = BM25_SQL.format(where=where, k1=BM25_K1, b=BM25_B, rows=BM25_ROWS)
+    rows = read_json_rows(conn, sql, (json.dumps(list(terms)), *params, n_docs, avg_len, k))
+    best = [(c, e, v, t, float(score)) for c, e, v, t, score in rows]
+    # The statement's order: score descending, then chunk id (code point order is UTF-8's
+    # byte order, SQLite's BINARY collation); the scores are the exact doubles SQLite sorted.
+    best.sort(key=lambda row: (-row[4], row[0]))
+    return best
