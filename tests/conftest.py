@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +125,29 @@ def repo(tmp_path: Path) -> Path:
         "# Runbook\n\nWhen the payment provider times out, page the on-call engineer.\n"
     )
     return root
+
+
+@pytest.fixture(scope="module")
+def server_profile_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A server profile file on real PostgreSQL and ArcadeDB (a schema and database of its own).
+
+    For tests that start `uda serve` processes on it (tests/serve_fixtures.py).
+    """
+    pytest.importorskip("psycopg")
+    pytest.importorskip("arcadedb_embedded")
+    from arcadedb_fixtures import running_arcadedb, server_profile
+    from postgres_fixtures import running_postgres
+
+    from benchmarks.serving import profile_toml
+
+    root = tmp_path_factory.mktemp("served")
+    with running_postgres(root / "pg") as (_, dsn), running_arcadedb(root / "arc") as (arc, _):
+        info = arc.status()
+        assert info is not None
+        unique = uuid.uuid4().hex[:10]
+        profile = server_profile(
+            root, dsn, info, schema=f"s_{unique}", database=f"d_{unique}", exact=True
+        )
+        file = root / "server.toml"
+        file.write_text(profile_toml(profile))
+        yield file

@@ -10,20 +10,14 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import signal
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from http_fixtures import INTERNAL_CORE, QUESTION, Keys, corpus
+from serve_fixtures import serving, up, wait
 
 import uda
-from benchmarks.serving import profile_toml, stop
 from connectors.arcadedb import ArcadeDBConnector
 from connectors.chroma import ChromaConnector
 from connectors.networkx_graph import NetworkXConnector
@@ -34,7 +28,6 @@ from uda.embedding import Embedder
 from uda.errors import ConfigError
 from uda.http.serve import in_process_stores, usable_cores, worker_count
 from uda.http.wire import API_KEY_HEADER
-from uda.services.base import free_port
 
 # -- how many workers -------------------------------------------------------------------------
 
@@ -150,41 +143,6 @@ def _spawned_workers(pid: int) -> list[int]:
     return workers
 
 
-def _wait(condition: Any, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds:.0f} s: {what}")
-        time.sleep(0.2)
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def server_profile_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    pytest.importorskip("psycopg")
-    pytest.importorskip("arcadedb_embedded")
-    from arcadedb_fixtures import running_arcadedb, server_profile
-    from postgres_fixtures import running_postgres
-
-    root = tmp_path_factory.mktemp("workers")
-    with running_postgres(root / "pg") as (_, dsn), running_arcadedb(root / "arc") as (arc, _):
-        info = arc.status()
-        assert info is not None
-        unique = uuid.uuid4().hex[:10]
-        profile = server_profile(
-            root, dsn, info, schema=f"s_{unique}", database=f"d_{unique}", exact=True
-        )
-        file = root / "server.toml"
-        file.write_text(profile_toml(profile))
-        yield file
-
-
 @pytest.mark.slow
 def test_two_workers_answer_alike_share_writes_and_survive_a_lost_worker(
     server_profile_file: Path, embedder: Embedder, tmp_path: Path
@@ -199,17 +157,11 @@ def test_two_workers_answer_alike_share_writes_and_survive_a_lost_worker(
     want = [(r.element_id, r.score) for r in expected.results]
     assert want
 
-    port = free_port()
-    command = [sys.executable, "-m", "uda.cli", "--profile", str(server_profile_file), "serve"]
-    command += ["--keys", str(tmp_path / "keys.toml"), "--port", str(port), "--workers", "2"]
-    log_file = tmp_path / "serve.log"
-    with log_file.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait(lambda: process.poll() is not None or _up(url), 180, "uda serve ready")
-        assert process.poll() is None, log_file.read_text()[-3000:]
-        _wait(lambda: len(_spawned_workers(process.pid)) == 2, 60, "two workers")
+    with serving(
+        server_profile_file, tmp_path / "keys.toml", tmp_path / "serve.log", workers=2
+    ) as served:
+        process, url = served.process, served.url
+        wait(lambda: len(_spawned_workers(process.pid)) == 2, 60, "two workers")
 
         def search(_: int) -> list[tuple[str, float]]:
             body = {"query": QUESTION, "limit": 5, "as_of": as_of}
@@ -260,13 +212,7 @@ def test_two_workers_answer_alike_share_writes_and_survive_a_lost_worker(
         lost = _spawned_workers(process.pid)[0]
         os.kill(lost, signal.SIGKILL)
         assert search(0) == want
-        _wait(lambda: len(set(_spawned_workers(process.pid)) - {lost}) == 2, 90, "a new worker")
-        _wait(lambda: _up(url), 60, "ready again")
+        wait(lambda: len(set(_spawned_workers(process.pid)) - {lost}) == 2, 90, "a new worker")
+        wait(lambda: up(url), 60, "ready again")
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             assert all(answer == want for answer in pool.map(search, range(16)))
-    finally:
-        stop(process, grace_s=60)
-    assert process.returncode == 0
-    output = log_file.read_text()
-    assert "Traceback" not in output, output[-3000:]
-    assert "Task was destroyed" not in output
