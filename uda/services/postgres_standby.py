@@ -1,0 +1,112 @@
+"""A hot standby of a local PostgreSQL primary: PostgreSQL's own streaming replication.
+
+The first `up()` copies the running primary with `pg_basebackup` (`-X stream`, `-R`: the copy
+gets `standby.signal` and the primary's address in `postgresql.auto.conf`), then starts it on
+a port of its own. From then on the primary streams its write-ahead log to it; it answers
+reads (`hot_standby`, PostgreSQL's default) and refuses writes. Roles, passwords, the
+database and its extensions are the primary's: they are data, and replicated.
+
+It runs like the primary (`uda.services.postgres`): as an unprivileged account when UDA runs
+as root, from the same binaries, with its data under its own service folder
+(`<root>/postgres-standby-<n>/`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from uda.errors import ConnectorError
+from uda.services.base import ServiceInfo, reuse_port
+from uda.services.postgres import ADMIN_USER, HOST, PostgresService
+
+
+class PostgresStandby(PostgresService):
+    """Hot standby number `index` of `primary` (which must be running on its first `up()`).
+
+    Args:
+        primary: the primary's service (its folder holds its address and admin password).
+        index: which standby (1, 2, ...): its folder is `<primary root>/postgres-standby-<n>`.
+    """
+
+    started_by_default = False
+
+    def __init__(self, primary: PostgresService, index: int) -> None:
+        super().__init__(primary.root, run_as=primary.run_as)
+        if index < 1:
+            raise ValueError("standby index starts at 1")
+        self.primary = primary
+        self.index = index
+        self.home = self.root / f"postgres-standby-{index}"
+
+    def _bring_up(self) -> ServiceInfo:
+        """Start the standby, copying the primary first if it has no data yet."""
+        primary = self.primary.load_state()
+        if primary is None or self.primary.status() is None:
+            raise ConnectorError(self.name, "the primary must be running to start a standby")
+        account = self._account()
+        state = self.load_state() or {}
+        base = self._base_dir(account, state)
+        bin_dir = self._binaries(account, base)
+        data = base / "data"
+        state = {
+            **{key: primary[key] for key in ("host", "user", "password", "database")},
+            **{key: primary[key] for key in ("admin_user", "admin_password")},
+            "port": state.get("port"),
+            "pid": None,
+            "base_dir": str(base),
+            "data_dir": str(data),
+            "bin_dir": str(bin_dir),
+            "run_as": account.name if account else None,
+            "primary_port": primary["port"],
+        }
+        self.save_state(state)
+        if not (data / "PG_VERSION").exists():
+            self._copy_primary(account, bin_dir, data, primary)
+        port = reuse_port(int(state["port"] or 0))
+        pid = self._start(account, bin_dir, data, port)
+        state.update(port=port, pid=pid)
+        self.save_state(state)
+        return ServiceInfo.from_state(self.name, state)
+
+    def _copy_primary(
+        self, account: Any, bin_dir: Path, data: Path, primary: dict[str, Any]
+    ) -> None:
+        """`pg_basebackup` of the running primary into `data`, set up to follow it."""
+        if data.exists():  # a copy that died half-way: start it again
+            shutil.rmtree(data)
+        data.mkdir(mode=0o700, parents=True)
+        if account is not None:
+            os.chown(data, account.uid, account.gid)
+        # The connection string, password included, is what `-R` writes for the standby to
+        # reconnect with (postgresql.auto.conf, readable by the server's account only).
+        conninfo = " ".join(
+            f"{key}={_quoted(str(value))}"
+            for key, value in (
+                ("host", HOST),
+                ("port", int(primary["port"])),
+                ("user", ADMIN_USER),
+                ("password", primary["admin_password"]),
+                ("application_name", f"standby{self.index}"),
+            )
+        )
+        self._pg(
+            account,
+            [
+                str(bin_dir / "pg_basebackup"),
+                *("-D", str(data), "-d", conninfo),
+                *("-X", "stream", "-R", "--checkpoint=fast", "--no-password"),
+            ],
+            what="pg_basebackup",
+            data=data,
+        )
+
+
+def _quoted(value: str) -> str:
+    """A libpq connection-string value: single-quoted, backslashes and quotes escaped."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+__all__ = ["PostgresStandby"]
