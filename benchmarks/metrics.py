@@ -12,6 +12,8 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 Qrels = Mapping[str, Mapping[str, int]]  # query id -> doc id -> relevance grade
 Run = Mapping[str, Sequence[str]]  # query id -> ranked doc ids, best first
 
@@ -78,6 +80,33 @@ def mean_metric(run: Run, qrels: Qrels, metric: str, k: int) -> float:
         else:
             raise ValueError(f"unknown metric {metric!r}")
     return sum(values) / len(values)
+
+
+def paired_bootstrap_interval(
+    before: Sequence[float],
+    after: Sequence[float],
+    *,
+    level: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """The `level` interval of mean(after - before) over the same queries, by bootstrap.
+
+    Queries are resampled with replacement, each keeping its pair of scores (a paired test:
+    what varies between queries is not mistaken for a difference between the systems).
+    Deterministic for a given `seed`.
+    """
+    if len(before) != len(after) or not before:
+        raise ValueError("two equally long, non-empty lists of per-query scores are needed")
+    if not 0 < level < 1:
+        raise ValueError("level must be within (0, 1)")
+    differences = np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(differences), size=(resamples, len(differences)))
+    means = differences[picks].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

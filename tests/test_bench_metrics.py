@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -11,6 +12,7 @@ from benchmarks.metrics import (
     latency_summary,
     mean_metric,
     ndcg_at_k,
+    paired_bootstrap_interval,
     percentile,
     precision_at_k,
     ratio,
@@ -107,3 +109,33 @@ def test_ratio_is_none_when_undefined() -> None:
     assert ratio(10.0, 4.0) == pytest.approx(2.5)
     assert ratio(None, 4.0) is None
     assert ratio(1.0, 0.0) is None
+
+
+def test_paired_bootstrap_interval_holds_the_mean_difference_and_narrows_with_queries() -> None:
+    rng = random.Random(7)
+    before = [rng.random() for _ in range(300)]
+    after = [b + 0.01 + rng.gauss(0, 0.05) for b in before]
+    low, high = paired_bootstrap_interval(before, after, seed=1)
+    mean = sum(a - b for a, b in zip(after, before, strict=True)) / len(before)
+    assert low < mean < high
+    assert low > 0  # a shift of 0.01 with this noise is seen over 300 queries
+    assert paired_bootstrap_interval(before, after, seed=1) == (low, high)  # deterministic
+    few_low, few_high = paired_bootstrap_interval(before[:30], after[:30], seed=1)
+    assert few_high - few_low > high - low
+    assert paired_bootstrap_interval(before, before) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "level", "message"),
+    [
+        ([], [], 0.95, "equally long"),
+        ([0.1], [0.1, 0.2], 0.95, "equally long"),
+        ([0.1], [0.2], 1.0, "level"),
+        ([0.1], [0.2], 0.0, "level"),
+    ],
+)
+def test_paired_bootstrap_interval_refuses_what_it_cannot_pair(
+    before: list[float], after: list[float], level: float, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        paired_bootstrap_interval(before, after, level=level)

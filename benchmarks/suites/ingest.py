@@ -20,13 +20,14 @@ at a change >= -0.003.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from benchmarks.datasets import BeirSet, read_beir
-from benchmarks.metrics import latency_summary, ndcg_at_k
+from benchmarks.metrics import latency_summary, ndcg_at_k, paired_bootstrap_interval
 from benchmarks.suites import Context, SuiteResult
 from benchmarks.systems import make_profile, open_client
 from ontology import Document
@@ -146,7 +147,7 @@ def _embedders(
         ("onnx-int8", OnnxEmbedder(int8=True)),
     ]
     reference: np.ndarray | None = None
-    fp32_ndcg: float | None = None
+    fp32_ndcg: list[float] | None = None  # per judged query
     for kind, model in runtimes:
         ctx.log(f"ingest: embedder {kind}, {len(queries)} queries and {len(chunks)} chunks")
         model.embed_documents(list(chunks[:BATCH]))  # loaded and warm
@@ -171,12 +172,18 @@ def _embedders(
                 "mean_cosine_to_torch": float(cosines.mean()),
             }
         if judged:
-            ndcg = _dense_ndcg(model, vectors, owners, judged, data.queries)
+            per_query = _dense_ndcg(model, vectors, owners, judged, data.queries)
+            ndcg = statistics.fmean(per_query)
             metrics["dense_ndcg@10"] = ndcg
             if kind == "onnx":
-                fp32_ndcg = ndcg
+                fp32_ndcg = per_query
             elif kind == "onnx-int8" and fp32_ndcg is not None:
-                metrics["ndcg@10_change_vs_fp32"] = ndcg - fp32_ndcg
+                # The change with its 95 % interval over the judged queries: whether int8 may
+                # become a default (at >= -0.003) is decided on the interval, not one figure.
+                low, high = paired_bootstrap_interval(fp32_ndcg, per_query)
+                metrics["ndcg@10_change_vs_fp32"] = ndcg - statistics.fmean(fp32_ndcg)
+                metrics["ndcg@10_change_ci95_low"] = low
+                metrics["ndcg@10_change_ci95_high"] = high
         result.add(
             dataset=DATASET,
             system="model",
@@ -192,20 +199,21 @@ def _dense_ndcg(
     owners: np.ndarray,
     judged: Mapping[str, Mapping[str, int]],
     texts: Mapping[str, str],
-) -> float:
-    """Mean nDCG@10 of a dense ranking of the passages (a passage scores its best chunk)."""
+) -> list[float]:
+    """nDCG@10 of a dense ranking of the passages per judged query, in sorted query order
+    (a passage scores its best chunk)."""
     ids = sorted(judged)
     asked = model.embed_documents([texts[q] for q in ids])
     scores = asked @ vectors.T  # unit vectors: cosine similarity
-    total = 0.0
+    out: list[float] = []
     for row, query in enumerate(ids):
         best: dict[str, float] = {}
         for column in np.argsort(-scores[row])[: 20 * 10]:  # enough chunks for 10 passages
             owner = str(owners[column])
             best.setdefault(owner, float(scores[row, column]))
         ranked = sorted(best, key=lambda d: -best[d])
-        total += ndcg_at_k(ranked, judged[query], 10)
-    return total / len(ids)
+        out.append(ndcg_at_k(ranked, judged[query], 10))
+    return out
 
 
 def _query_walls(model: Embedder, queries: Sequence[str]) -> list[float]:
