@@ -112,36 +112,53 @@ class PostgresService(ManagedService):
 
     # -- the ManagedService contract ------------------------------------------------------
     def _bring_up(self) -> ServiceInfo:
-        """Start the stopped server, initialising it the first time."""
+        """Start the stopped server, making its data directory the first time."""
         account = self._account()
-        state = self.load_state() or {}
-        base = self._base_dir(account, state)
+        previous = self.load_state() or {}
+        base = self._base_dir(account, previous)
         bin_dir = self._binaries(account, base)
         data = base / "data"
         state = {
-            "host": HOST,
-            "port": state.get("port"),
+            **self._identity(previous),
+            "port": previous.get("port"),
             "pid": None,
-            "user": APP_USER,
-            "password": state.get("password") or new_password(),
-            "database": DATABASE,
-            "admin_user": ADMIN_USER,
-            "admin_password": state.get("admin_password") or new_password(),
             "base_dir": str(base),
             "data_dir": str(data),
             "bin_dir": str(bin_dir),
             "run_as": account.name if account else None,
         }
-        # Saved before initdb: the passwords must survive whatever happens next.
+        # Saved before the data is made: the passwords must survive whatever happens next.
         self.save_state(state)
         if not (data / "PG_VERSION").exists():
-            self._initdb(account, bin_dir, base, data, str(state["admin_password"]))
+            self._make_data(account, bin_dir, base, data, state)
         port = reuse_port(int(state["port"] or 0))
         pid = self._start(account, bin_dir, data, port)
         state.update(port=port, pid=pid)
         self.save_state(state)
         self._bootstrap(state)
         return _info(state)
+
+    def _identity(self, previous: Mapping[str, Any]) -> dict[str, Any]:
+        """Where clients connect and as whom: kept from `previous`, generated the first time."""
+        return {
+            "host": HOST,
+            "user": APP_USER,
+            "password": previous.get("password") or new_password(),
+            "database": DATABASE,
+            "admin_user": ADMIN_USER,
+            "admin_password": previous.get("admin_password") or new_password(),
+        }
+
+    def _make_data(
+        self,
+        account: _Account | None,
+        bin_dir: Path,
+        base: Path,
+        data: Path,
+        state: Mapping[str, Any],
+    ) -> None:
+        """A new data directory: `initdb` with the state's admin password."""
+        self._initdb(account, bin_dir, base, data, str(state["admin_password"]))
 
     def down(self) -> None:
         """Stop the server (`pg_ctl stop -m fast`) if it runs; keep its data."""

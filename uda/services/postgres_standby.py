@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from uda.errors import ConnectorError
-from uda.services.base import ServiceInfo, reuse_port
+from uda.services.base import ServiceInfo
 from uda.services.postgres import ADMIN_USER, HOST, PostgresService
 
 
@@ -43,38 +44,27 @@ class PostgresStandby(PostgresService):
 
     def _bring_up(self) -> ServiceInfo:
         """Start the standby, copying the primary first if it has no data yet."""
-        primary = self.primary.load_state()
-        if primary is None or self.primary.status() is None:
+        if self.primary.status() is None:
             raise ConnectorError(self.name, "the primary must be running to start a standby")
-        account = self._account()
-        state = self.load_state() or {}
-        base = self._base_dir(account, state)
-        bin_dir = self._binaries(account, base)
-        data = base / "data"
-        state = {
-            **{key: primary[key] for key in ("host", "user", "password", "database")},
-            **{key: primary[key] for key in ("admin_user", "admin_password")},
-            "port": state.get("port"),
-            "pid": None,
-            "base_dir": str(base),
-            "data_dir": str(data),
-            "bin_dir": str(bin_dir),
-            "run_as": account.name if account else None,
-            "primary_port": primary["port"],
-        }
-        self.save_state(state)
-        if not (data / "PG_VERSION").exists():
-            self._copy_primary(account, bin_dir, data, primary)
-        port = reuse_port(int(state["port"] or 0))
-        pid = self._start(account, bin_dir, data, port)
-        state.update(port=port, pid=pid)
-        self.save_state(state)
-        return ServiceInfo.from_state(self.name, state)
+        return super()._bring_up()
 
-    def _copy_primary(
-        self, account: Any, bin_dir: Path, data: Path, primary: dict[str, Any]
+    def _identity(self, previous: Mapping[str, Any]) -> dict[str, Any]:
+        """The primary's: roles and passwords are data, replicated with the rest."""
+        del previous
+        primary = self.primary.load_state() or {}
+        keys = ("host", "user", "password", "database", "admin_user", "admin_password")
+        return {**{key: primary[key] for key in keys}, "primary_port": primary["port"]}
+
+    def _make_data(
+        self,
+        account: Any,  # the primary module's account record, or None
+        bin_dir: Path,
+        base: Path,
+        data: Path,
+        state: Mapping[str, Any],
     ) -> None:
         """`pg_basebackup` of the running primary into `data`, set up to follow it."""
+        del base
         if data.exists():  # a copy that died half-way: start it again
             shutil.rmtree(data)
         data.mkdir(mode=0o700, parents=True)
@@ -86,9 +76,9 @@ class PostgresStandby(PostgresService):
             f"{key}={_quoted(str(value))}"
             for key, value in (
                 ("host", HOST),
-                ("port", int(primary["port"])),
+                ("port", int(state["primary_port"])),
                 ("user", ADMIN_USER),
-                ("password", primary["admin_password"]),
+                ("password", state["admin_password"]),
                 ("application_name", f"standby{self.index}"),
             )
         )
@@ -102,6 +92,10 @@ class PostgresStandby(PostgresService):
             what="pg_basebackup",
             data=data,
         )
+
+    def _bootstrap(self, state: Mapping[str, Any]) -> None:
+        """Nothing: roles, database and extensions come with the copy (and it is read-only)."""
+        del state
 
 
 def _quoted(value: str) -> str:
