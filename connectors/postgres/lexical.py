@@ -86,7 +86,7 @@ class PostgresTextLeg(PostgresStore, TextCapable):
         generation, n_docs, avg_len = self._visible_stats.get(key, (-1, 0.0, 0.0))
         params.update(terms=terms, k=int(k), k1=BM25_K1, b=BM25_B)
         params.update(gen=generation, n=n_docs, avgdl=avg_len)
-        rows = await self._select(lexical.bm25_sql(where), params)
+        rows = await self._read_select(lexical.bm25_sql(where), params)
         if rows and rows[0][7] != generation:
             if len(self._visible_stats) >= _STATS_KEPT:
                 self._visible_stats.clear()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -23,6 +23,9 @@ from connectors.base import Connector
 from connectors.contract.errors import ConfigError, ConnectorError, TransientBackendError
 from connectors.postgres import sql as q
 from connectors.postgres import text as lexical
+from connectors.postgres.replicas import PRIMARY_POSITION, ReadRouter, Standby
+
+T = TypeVar("T")
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SCHEMA_LOCK = 0x0DA5C4E  # pg_advisory_xact_lock key: one schema migration at a time
@@ -54,6 +57,8 @@ class PostgresStore(Connector):
         max_scan_tuples: how far an iterative HNSW scan may go before the exact fallback.
         pool_size: the most connections the pool opens.
         timeout: seconds to wait for a connection.
+        standbys: hot standbys of this server (DSNs): a search reads there once they have
+            replayed what was acknowledged before it began (`connectors.postgres.replicas`).
     """
 
     def __init__(
@@ -67,6 +72,7 @@ class PostgresStore(Connector):
         max_scan_tuples: int = 20_000,
         pool_size: int = 8,
         timeout: float = 30.0,
+        standbys: Sequence[str] = (),
     ) -> None:
         if isinstance(dimension, bool) or not 1 <= int(dimension) <= _HNSW_MAX_DIMENSION:
             raise ConfigError(
@@ -86,7 +92,17 @@ class PostgresStore(Connector):
         self._max_scan_tuples = max(1, int(max_scan_tuples))
         self._pool_size = max(2, int(pool_size))
         self._timeout = timeout
+        # A profile's TOML may hold anything here: a lone string would be read letter by letter.
+        if isinstance(standbys, str) or not all(
+            isinstance(d, str) and d  # pyright: ignore[reportUnnecessaryIsInstance]
+            for d in standbys
+        ):
+            raise ConfigError(
+                "standbys must be a list of connection strings", field="standbys", value=standbys
+            )
+        self._standby_dsns = tuple(standbys)
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._router: ReadRouter | None = None
         self._sweep: asyncio.Task[None] | None = None
         self._rows_since_analyze = 0
         # The lexical leg's visible statistics per filter, with their generation.
@@ -108,8 +124,19 @@ class PostgresStore(Connector):
                 await self._migrate(conn)
         except psycopg.Error as exc:
             raise ConnectorError(self.name, f"{type(exc).__name__}: {exc}") from exc
-        pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-            self._dsn,
+        pool = self._new_pool(self._dsn, f"uda-{self.name}")
+        try:
+            await pool.open(wait=True, timeout=self._timeout)
+        except psycopg.Error as exc:
+            await pool.close()
+            raise ConnectorError(self.name, f"cannot open the pool: {exc}") from exc
+        self._pool = pool
+        if self._standby_dsns:
+            self._router = await self._open_standbys()
+
+    def _new_pool(self, dsn: str, name: str) -> AsyncConnectionPool[AsyncConnection[Any]]:
+        return AsyncConnectionPool(
+            dsn,
             kwargs={"autocommit": True},
             min_size=1,
             max_size=self._pool_size,
@@ -117,14 +144,21 @@ class PostgresStore(Connector):
             configure=self._configure,
             timeout=self._timeout,
             reconnect_timeout=_RECONNECT_S,
-            name=f"uda-{self.name}",
+            name=name,
         )
-        try:
-            await pool.open(wait=True, timeout=self._timeout)
-        except psycopg.Error as exc:
-            await pool.close()
-            raise ConnectorError(self.name, f"cannot open the pool: {exc}") from exc
-        self._pool = pool
+
+    async def _open_standbys(self) -> ReadRouter:
+        """A pool per standby, opened without waiting.
+
+        A standby that is down now does not keep the connector from starting: reads pass
+        it over until it answers.
+        """
+        standbys: list[Standby] = []
+        for number, dsn in enumerate(self._standby_dsns, start=1):
+            pool = self._new_pool(dsn, f"uda-{self.name}-standby-{number}")
+            await pool.open(wait=False)
+            standbys.append(Standby(label=f"{self.name} standby {number}", pool=pool))
+        return ReadRouter(standbys=standbys)
 
     async def _migrate(self, conn: AsyncConnection[Any]) -> None:
         async with conn.transaction():
@@ -169,8 +203,11 @@ class PostgresStore(Connector):
         await conn.execute("SET max_parallel_workers_per_gather = 0")
 
     async def close(self) -> None:
-        """Close the pool."""
+        """Close the pools."""
         pool, self._pool = self._pool, None
+        router, self._router = self._router, None
+        if router is not None:
+            await router.close()
         sweep, self._sweep = self._sweep, None
         if sweep is not None and not sweep.done():
             sweep.cancel()
@@ -214,6 +251,47 @@ class PostgresStore(Connector):
         async with self._connection() as conn:
             cur = await conn.execute(query.encode(), params)
             return await cur.fetchall()
+
+    async def _read(self, work: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """`work` for a search: on a standby that is current enough, if any, else here.
+
+        Only reads that answer searches come here; the write path's reads (the newest
+        versions, the outbox) and saved queries stay on the primary.
+        """
+        router = self._router
+        if router is None:
+            return await self._on_primary(work)
+        try:
+            return await router.read(work, primary=self._on_primary, position=self._position)
+        except psycopg.Error as exc:  # from a standby: the primary's are mapped already
+            message = f"{type(exc).__name__}: {exc}"
+            if _transient(exc, None):
+                raise TransientBackendError(self.name, message) from exc
+            raise ConnectorError(self.name, message) from exc
+
+    async def _read_select(self, query: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """`_select` for a search's read (`_read`)."""
+
+        async def work(conn: AsyncConnection[Any]) -> list[Any]:
+            cur = await conn.execute(query.encode(), params)
+            return await cur.fetchall()
+
+        return await self._read(work)
+
+    async def _on_primary(self, work: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        async with self._connection() as conn:
+            return await work(conn)
+
+    async def _position(self) -> int:
+        """The primary's WAL position now (the fence of `connectors.postgres.replicas`)."""
+        async with self._connection() as conn:
+            cur = await conn.execute(PRIMARY_POSITION)
+            row = await cur.fetchone()
+        return 0 if row is None else int(row[0])
+
+    def read_counts(self) -> dict[str, int]:
+        """Search reads served by each server since connecting (empty without standbys)."""
+        return {} if self._router is None else self._router.counts()
 
     async def _write_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from connectors.base import VectorCapable
@@ -82,19 +83,24 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
             return []
         where, params = q.compile_filter(search_filter, table="v")
         params.update(q=pv.vector(embedding), k=int(k))
-        async with self._connection() as conn, conn.transaction():
-            rows: list[Any] = []
-            if not self._exact:
-                await conn.execute(
-                    q.APPROXIMATE_SETTINGS,
-                    (str(max(self._ef_search, min(int(k), 1000))), str(self._max_scan_tuples)),
-                )
-                cur = await conn.execute(q.nearest_sql(where, exact=False).encode(), params)
-                rows = await cur.fetchall()
-            if len(rows) < k:
-                await conn.execute(q.EXACT_SETTINGS)
-                cur = await conn.execute(q.nearest_sql(where, exact=True).encode(), params)
-                rows = await cur.fetchall()
+
+        async def nearest(conn: AsyncConnection[Any]) -> list[Any]:
+            async with conn.transaction():
+                rows: list[Any] = []
+                if not self._exact:
+                    await conn.execute(
+                        q.APPROXIMATE_SETTINGS,
+                        (str(max(self._ef_search, min(int(k), 1000))), str(self._max_scan_tuples)),
+                    )
+                    cur = await conn.execute(q.nearest_sql(where, exact=False).encode(), params)
+                    rows = await cur.fetchall()
+                if len(rows) < k:
+                    await conn.execute(q.EXACT_SETTINGS)
+                    cur = await conn.execute(q.nearest_sql(where, exact=True).encode(), params)
+                    rows = await cur.fetchall()
+                return rows
+
+        rows = await self._read(nearest)
         return [
             ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=float(r[4]))
             for r in rows
@@ -113,9 +119,7 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
             return []
         where, params = q.compile_filter(search_filter, table="v")
         params.update(q=pv.vector(embedding), ids=ids)
-        async with self._connection() as conn:
-            cur = await conn.execute(q.scores_sql(where).encode(), params)
-            rows = await cur.fetchall()
+        rows = await self._read_select(q.scores_sql(where), params)
         return [
             ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=float(r[4]))
             for r in rows

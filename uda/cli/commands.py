@@ -143,6 +143,15 @@ def _parser() -> argparse.ArgumentParser:
         help="where the servers keep their data (default: <data folder>/services)",
     )
     services.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with `up`: run N hot standbys of PostgreSQL (streaming replication) and list "
+        "them in the profile: searches read there, never staler than the primary; fewer "
+        "than before stops and deletes the extra copies (default: as many as last time)",
+    )
+    services.add_argument(
         "--with-chroma",
         action="store_true",
         help="also start a Chroma server as a second vector store",
@@ -243,9 +252,17 @@ def _services(args: argparse.Namespace) -> int:
     root: Path = args.root or data / "services"
     if args.action == "up":
         names = (*manage.DEFAULT, "chroma") if args.with_chroma else manage.DEFAULT
-        infos, profile = manage.up(root, names)
+        if args.replicas is not None and args.replicas < 0:
+            raise CliError(
+                f"--replicas {args.replicas}: give 0 or more standbys",
+                field="--replicas",
+                value=args.replicas,
+            )
+        infos, standby_infos, profile = manage.up(root, names, replicas=args.replicas)
         for name, info in infos.items():
             print(f"{name:>9}: running on {info.host}:{info.port} (pid {info.pid})")
+        for number, info in enumerate(standby_infos, start=1):
+            print(f"  standby {number}: running on {info.host}:{info.port} (pid {info.pid})")
         print(
             f"profile written to {profile}\nnext: uda --profile {profile} ingest . && "
             f'uda --profile {profile} search "..."'

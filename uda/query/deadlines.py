@@ -34,7 +34,9 @@ from uda.query.retries import Retries, retrying
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Leg = Literal["semantic", "lexical", "graph"]
+# "replica": a copy of a store passed over (a standby behind or down): the answer is whole,
+# another server gave it (connectors.postgres.replicas).
+Leg = Literal["semantic", "lexical", "graph", "replica"]
 
 DEFAULT_CALL_TIMEOUT_S = 2.0
 DEFAULT_SEARCH_TIMEOUT_S = 5.0
@@ -60,6 +62,7 @@ class Degradation:
             "semantic": "results without this vector store's matches",
             "lexical": "results without exact-word matches",
             "graph": "results without graph context and centrality",
+            "replica": "complete and current results, from another server",
         }[self.leg]
         return f"{self.backend} ({self.leg}): {self.reason}; {missing}"
 

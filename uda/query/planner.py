@@ -21,6 +21,7 @@ from connectors.base import (
     backend_name,
 )
 from connectors.contract.filter_tree import relation_predicates
+from connectors.contract.reads import read_scope
 from connectors.contract.records import GraphEdge
 from connectors.contract.system_of_record import StateClearance, StoredState
 from uda.config import SearchDefaults
@@ -39,7 +40,7 @@ from uda.query.clearance import state_visible
 from uda.query.concurrency import together
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Position
-from uda.query.deadlines import Breakers, Budget, Guard
+from uda.query.deadlines import Breakers, Budget, Degradation, Guard
 from uda.query.filters.related import NO_NEIGHBOURS, Neighbours, read_neighbours
 from uda.query.fusion import (
     Fusion,
@@ -151,9 +152,16 @@ class Planner:
         `position` says where a later page starts (None: the first page); `embedding` is a
         saved query vector, so that a rerun embeds nothing.
         """
-        if plan.order is not None:
-            return await self._structured(plan, self._guard(plan), position), None
-        return await self._ranked(plan, position, embedding)
+        with read_scope() as reads:
+            try:
+                if plan.order is not None:
+                    return await self._structured(plan, self._guard(plan), position), None
+                return await self._ranked(plan, position, embedding)
+            finally:
+                plan.degraded.extend(
+                    Degradation(backend=told.backend, leg="replica", reason=told.reason)
+                    for told in reads.notices
+                )
 
     def _guard(self, plan: Plan) -> Guard:
         """This search's deadlines, counted from now.

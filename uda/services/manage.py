@@ -3,17 +3,22 @@
 `up` starts PostgreSQL (+pgvector), ArcadeDB and, on request, a Chroma server on loopback,
 each with generated credentials and its data under one folder, then writes `server.toml`
 there: a profile that `uda --profile <folder>/server.toml ...` and `uda.connect()` use.
+With `replicas`, PostgreSQL gets that many hot standbys (`uda.services.postgres_standby`),
+listed in the profile for the connector to read from (`connectors.postgres.replicas`).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from uda.services.arcadedb import ArcadeDBService
 from uda.services.base import ManagedService, ServiceInfo
 from uda.services.chroma import ChromaService
-from uda.services.postgres import PostgresService
+from uda.services.postgres import PostgresService, dsn
+from uda.services.postgres_standby import PostgresStandby
 
 # Every service `uda services` knows, in the order `down`, `status` and the profile list them.
 # Their modules load only the standard library and the error types: importing all is cheap.
@@ -33,13 +38,28 @@ def service(name: str, root: Path) -> ManagedService:
     return _BY_NAME[name](root)
 
 
-def _toml(value: str | int) -> str:
-    # JSON string escapes are valid TOML basic-string escapes, and JSON integers TOML ones.
-    return json.dumps(value)
+def _toml(value: str | int | Sequence[str]) -> str:
+    # JSON string escapes are valid TOML basic-string escapes, JSON integers TOML ones, and
+    # a JSON array of strings a TOML array.
+    return json.dumps(value if isinstance(value, str | int) else list(value))
 
 
-def profile_text(infos: dict[str, ServiceInfo]) -> str:
-    """The `server` profile for these running services, keyed by service name."""
+def standbys(root: Path) -> list[PostgresStandby]:
+    """The PostgreSQL standbys that have a folder under `root`, by number."""
+    primary = PostgresService(root)
+    numbers = sorted(
+        int(match.group(1))
+        for folder in (root.iterdir() if root.is_dir() else ())
+        if (match := re.fullmatch(r"postgres-standby-(\d+)", folder.name))
+    )
+    return [PostgresStandby(primary, number) for number in numbers]
+
+
+def profile_text(infos: dict[str, ServiceInfo], standby_infos: Sequence[ServiceInfo] = ()) -> str:
+    """The `server` profile for these running services, keyed by service name.
+
+    `standby_infos` are PostgreSQL's hot standbys: the connector reads there.
+    """
     lines = [
         "# Written by `uda services up`; holds credentials: keep it private.",
         "[uda]",
@@ -51,7 +71,9 @@ def profile_text(infos: dict[str, ServiceInfo]) -> str:
         info = infos.get(cls.name)
         if info is None:
             continue
-        options = cls.connector_options(info)
+        options: dict[str, str | int | Sequence[str]] = {**cls.connector_options(info)}
+        if cls is PostgresService and standby_infos:
+            options["standbys"] = [dsn(standby) for standby in standby_infos]
         lines += [
             "[[connectors]]",
             f"name = {_toml(cls.connector)}",
@@ -61,7 +83,9 @@ def profile_text(infos: dict[str, ServiceInfo]) -> str:
     return "\n".join(lines)
 
 
-def write_profile(root: Path, infos: dict[str, ServiceInfo]) -> Path:
+def write_profile(
+    root: Path, infos: dict[str, ServiceInfo], standby_infos: Sequence[ServiceInfo] = ()
+) -> Path:
     """Write `<root>/server.toml` readable by the owner only; returns its path."""
     import os
 
@@ -69,14 +93,31 @@ def write_profile(root: Path, infos: dict[str, ServiceInfo]) -> Path:
     target = root / PROFILE_NAME
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write(profile_text(infos))
+        out.write(profile_text(infos, standby_infos))
     return target
 
 
-def up(root: Path, names: tuple[str, ...] = DEFAULT) -> tuple[dict[str, ServiceInfo], Path]:
-    """Start (or find running) each service and write the profile."""
+def up(
+    root: Path, names: tuple[str, ...] = DEFAULT, *, replicas: int | None = None
+) -> tuple[dict[str, ServiceInfo], list[ServiceInfo], Path]:
+    """Start (or find running) each service and write the profile.
+
+    With PostgreSQL, `replicas` hot standbys are started too (None: as many as were
+    made before). New ones are copied from the primary; those beyond `replicas` are
+    stopped and deleted: they hold only copies of the primary's data.
+    """
     infos = {name: service(name, root).up() for name in names}
-    return infos, write_profile(root, infos)
+    made = standbys(root)
+    wanted = len(made) if replicas is None else replicas
+    if wanted < 0:
+        raise ValueError("replicas must be 0 or more")
+    standby_infos: list[ServiceInfo] = []
+    if "postgres" in infos:
+        primary = PostgresService(root)
+        standby_infos = [PostgresStandby(primary, n).up() for n in range(1, wanted + 1)]
+    for extra in made[wanted:]:
+        extra.destroy()
+    return infos, standby_infos, write_profile(root, infos, standby_infos)
 
 
 def down(root: Path, *, purge: bool = False) -> list[str]:
@@ -85,6 +126,13 @@ def down(root: Path, *, purge: bool = False) -> list[str]:
     With `purge`, delete their data too (and the profile that pointed at it).
     """
     stopped: list[str] = []
+    # Standbys first: stopped after their primary, they would keep asking it for WAL.
+    for standby in standbys(root):
+        if purge:
+            standby.destroy()
+        else:
+            standby.down()
+        stopped.append(standby.home.name)
     for cls in SERVICES:
         if (root / cls.name).exists():
             managed = cls(root)
@@ -100,4 +148,5 @@ def down(root: Path, *, purge: bool = False) -> list[str]:
 
 def status(root: Path) -> dict[str, ServiceInfo | None]:
     """Each known service with state under `root`: running (its info) or stopped (None)."""
-    return {cls.name: cls(root).status() for cls in SERVICES if (root / cls.name).exists()}
+    found = {cls.name: cls(root).status() for cls in SERVICES if (root / cls.name).exists()}
+    return found | {standby.home.name: standby.status() for standby in standbys(root)}
