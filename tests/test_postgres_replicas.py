@@ -273,7 +273,9 @@ def test_services_up_with_replicas_writes_a_profile_that_reads_from_them(
         assert len(standby_infos) == 1
         loaded = uda.config.load_profile(profile)
         (postgres,) = [c for c in loaded.connectors if c.name == "postgres"]
-        assert postgres.options["standbys"] == [dsn(standby_infos[0])]
+        # Every node in both lists: the profile holds whichever node is the primary.
+        assert postgres.options["standbys"] == [dsn(infos["postgres"]), dsn(standby_infos[0])]
+        assert postgres.options["dsn"].endswith("/uda?target_session_attrs=read-write")
         status = manage.status(root)
         assert set(status) == {"postgres", "postgres-standby-1"}
         assert all(isinstance(info, ServiceInfo) for info in status.values())

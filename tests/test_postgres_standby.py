@@ -88,7 +88,7 @@ def test_a_standby_needs_a_running_primary(tmp_path: Path) -> None:
 
 
 def test_connection_string_values_are_quoted() -> None:
-    from uda.services.postgres_standby import _quoted
+    from uda.services.postgres_standby import quoted
 
-    assert _quoted("plain") == "'plain'"
-    assert _quoted("it's a\\b c") == "'it\\'s a\\\\b c'"
+    assert quoted("plain") == "'plain'"
+    assert quoted("it's a\\b c") == "'it\\'s a\\\\b c'"

@@ -109,7 +109,14 @@ class ReadRouter:
             try:
                 async with standby.connection() as conn:
                     if standby.replayed < fence:
-                        standby.replayed = await _replayed(conn)
+                        replayed = await _replayed(conn)
+                        if replayed is None:
+                            # Not in recovery: a promoted standby, or the primary listed
+                            # among the copies (a profile that lists every node). It is not
+                            # asked again for a while; nothing is missing from the answer.
+                            standby.down_until = time.monotonic() + STANDBY_COOL_DOWN_S
+                            continue
+                        standby.replayed = replayed
                     if standby.replayed >= fence:
                         standby.reads += 1
                         return await work(conn)
@@ -147,11 +154,11 @@ class ReadRouter:
         return await asyncio.shield(fence)
 
 
-async def _replayed(conn: AsyncConnection[Any]) -> int:
-    """How far this standby has replayed; -1 if it is not in recovery (then never trusted)."""
+async def _replayed(conn: AsyncConnection[Any]) -> int | None:
+    """How far this standby has replayed; None if the server is not in recovery."""
     cur = await conn.execute(REPLAYED_POSITION)
     row = await cur.fetchone()
-    return -1 if row is None or row[0] is None else int(row[0])
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def _failed(fence: asyncio.Future[int]) -> bool:

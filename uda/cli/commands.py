@@ -135,7 +135,13 @@ def _parser() -> argparse.ArgumentParser:
         "and data under --root; `up` writes <root>/server.toml, a profile to pass as "
         "`uda --profile <root>/server.toml ...`.",
     )
-    services.add_argument("action", choices=["up", "down", "status"])
+    services.add_argument(
+        "action",
+        choices=["up", "down", "status", "promote"],
+        help="promote: the primary is lost, make a standby the primary (the one that "
+        "received the most WAL, or --standby N); the others follow it, and the next `up` "
+        "brings the old primary back as a standby (pg_rewind)",
+    )
     services.add_argument(
         "--root",
         type=Path,
@@ -150,6 +156,13 @@ def _parser() -> argparse.ArgumentParser:
         help="with `up`: run N hot standbys of PostgreSQL (streaming replication) and list "
         "them in the profile: searches read there, never staler than the primary; fewer "
         "than before stops and deletes the extra copies (default: as many as last time)",
+    )
+    services.add_argument(
+        "--standby",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with `promote`: which standby (postgres-standby-N)",
     )
     services.add_argument(
         "--with-chroma",
@@ -266,6 +279,17 @@ def _services(args: argparse.Namespace) -> int:
         print(
             f"profile written to {profile}\nnext: uda --profile {profile} ingest . && "
             f'uda --profile {profile} search "..."'
+        )
+        return EXIT_OK
+    if args.action == "promote":
+        from uda.services import postgres_failover
+
+        promoted = postgres_failover.promote(root, args.standby)
+        where = f" on port {promoted.info.port}" if promoted.info else ""
+        print(
+            f"{promoted.node.home.name} is the primary{where}; the other standbys follow it.\n"
+            "next: `uda services up` brings the former primary back as a standby; clients "
+            "of the profile find the new primary by themselves"
         )
         return EXIT_OK
     if args.action == "down":

@@ -10,15 +10,14 @@ listed in the profile for the connector to read from (`connectors.postgres.repli
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from uda.services import postgres_failover
 from uda.services.arcadedb import ArcadeDBService
 from uda.services.base import ManagedService, ServiceInfo
 from uda.services.chroma import ChromaService
 from uda.services.postgres import PostgresService, dsn
-from uda.services.postgres_standby import PostgresStandby
 
 # Every service `uda services` knows, in the order `down`, `status` and the profile list them.
 # Their modules load only the standard library and the error types: importing all is cheap.
@@ -44,17 +43,6 @@ def _toml(value: str | int | Sequence[str]) -> str:
     return json.dumps(value if isinstance(value, str | int) else list(value))
 
 
-def standbys(root: Path) -> list[PostgresStandby]:
-    """The PostgreSQL standbys that have a folder under `root`, by number."""
-    primary = PostgresService(root)
-    numbers = sorted(
-        int(match.group(1))
-        for folder in (root.iterdir() if root.is_dir() else ())
-        if (match := re.fullmatch(r"postgres-standby-(\d+)", folder.name))
-    )
-    return [PostgresStandby(primary, number) for number in numbers]
-
-
 def profile_text(infos: dict[str, ServiceInfo], standby_infos: Sequence[ServiceInfo] = ()) -> str:
     """The `server` profile for these running services, keyed by service name.
 
@@ -73,7 +61,11 @@ def profile_text(infos: dict[str, ServiceInfo], standby_infos: Sequence[ServiceI
             continue
         options: dict[str, str | int | Sequence[str]] = {**cls.connector_options(info)}
         if cls is PostgresService and standby_infos:
-            options["standbys"] = [dsn(standby) for standby in standby_infos]
+            # Every node in both: whichever is the primary after a failover, the profile
+            # still holds (`uda.services.postgres_failover`).
+            every = [info, *standby_infos]
+            options["dsn"] = postgres_failover.primary_dsn(every)
+            options["standbys"] = [dsn(node) for node in every]
         lines += [
             "[[connectors]]",
             f"name = {_toml(cls.connector)}",
@@ -103,20 +95,15 @@ def up(
     """Start (or find running) each service and write the profile.
 
     With PostgreSQL, `replicas` hot standbys are started too (None: as many as were
-    made before). New ones are copied from the primary; those beyond `replicas` are
-    stopped and deleted: they hold only copies of the primary's data.
+    made before; `uda.services.postgres_failover.bring_up`).
     """
-    infos = {name: service(name, root).up() for name in names}
-    made = standbys(root)
-    wanted = len(made) if replicas is None else replicas
-    if wanted < 0:
-        raise ValueError("replicas must be 0 or more")
+    infos: dict[str, ServiceInfo] = {}
     standby_infos: list[ServiceInfo] = []
-    if "postgres" in infos:
-        primary = PostgresService(root)
-        standby_infos = [PostgresStandby(primary, n).up() for n in range(1, wanted + 1)]
-    for extra in made[wanted:]:
-        extra.destroy()
+    for name in names:
+        if name == "postgres":
+            infos[name], standby_infos = postgres_failover.bring_up(root, replicas)
+        else:
+            infos[name] = service(name, root).up()
     return infos, standby_infos, write_profile(root, infos, standby_infos)
 
 
@@ -127,7 +114,7 @@ def down(root: Path, *, purge: bool = False) -> list[str]:
     """
     stopped: list[str] = []
     # Standbys first: stopped after their primary, they would keep asking it for WAL.
-    for standby in standbys(root):
+    for standby in postgres_failover.standbys(root):
         if purge:
             standby.destroy()
         else:
@@ -149,4 +136,6 @@ def down(root: Path, *, purge: bool = False) -> list[str]:
 def status(root: Path) -> dict[str, ServiceInfo | None]:
     """Each known service with state under `root`: running (its info) or stopped (None)."""
     found = {cls.name: cls(root).status() for cls in SERVICES if (root / cls.name).exists()}
-    return found | {standby.home.name: standby.status() for standby in standbys(root)}
+    return found | {
+        standby.home.name: standby.status() for standby in postgres_failover.standbys(root)
+    }

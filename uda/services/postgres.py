@@ -335,7 +335,10 @@ class PostgresService(ManagedService):
         return pid
 
     def _bootstrap(self, state: Mapping[str, Any]) -> None:
-        """The application role, its database and the extensions (each only if missing)."""
+        """The application role, its database and the extensions (each only if missing).
+
+        Nothing on a server in recovery: a standby has them from its primary.
+        """
         import psycopg
         from psycopg import sql
 
@@ -349,6 +352,8 @@ class PostgresService(ManagedService):
         }
         try:
             with psycopg.connect(dbname="postgres", **params) as admin:
+                if admin.execute("SELECT pg_is_in_recovery()").fetchone() == (True,):
+                    return  # a standby (a former primary that rejoined): read-only, a copy
                 role = sql.Identifier(APP_USER)
                 secret = sql.Literal(state["password"])
                 if admin.execute(

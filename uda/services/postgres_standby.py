@@ -44,8 +44,10 @@ class PostgresStandby(PostgresService):
 
     def _bring_up(self) -> ServiceInfo:
         """Start the standby, copying the primary first if it has no data yet."""
-        if self.primary.status() is None:
-            raise ConnectorError(self.name, "the primary must be running to start a standby")
+        state = self.load_state() or {}
+        made = state.get("data_dir") and (Path(state["data_dir"]) / "PG_VERSION").exists()
+        if not made and self.primary.status() is None:
+            raise ConnectorError(self.name, "the primary must be running to make a standby")
         return super()._bring_up()
 
     def _identity(self, previous: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,7 +75,7 @@ class PostgresStandby(PostgresService):
         # The connection string, password included, is what `-R` writes for the standby to
         # reconnect with (postgresql.auto.conf, readable by the server's account only).
         conninfo = " ".join(
-            f"{key}={_quoted(str(value))}"
+            f"{key}={quoted(str(value))}"
             for key, value in (
                 ("host", HOST),
                 ("port", int(state["primary_port"])),
@@ -98,9 +100,9 @@ class PostgresStandby(PostgresService):
         del state
 
 
-def _quoted(value: str) -> str:
+def quoted(value: str) -> str:
     """A libpq connection-string value: single-quoted, backslashes and quotes escaped."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-__all__ = ["PostgresStandby"]
+__all__ = ["PostgresStandby", "quoted"]
