@@ -22,6 +22,7 @@ SUITES = (
     "structured",
     "resilience",
     "service",
+    "replicas",
 )
 
 # (centrality, centrality weight, graph_candidates) for the multi-hop graph rows.

@@ -310,6 +310,22 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "rss_after_mb",
         "log_tracebacks",
     ),
+    "replicas": (
+        "passages_per_s",
+        "lag_bytes_p50",
+        "lag_bytes_p95",
+        "lag_bytes_max",
+        "replay_lag_ms_p50",
+        "replay_lag_ms_p95",
+        "replay_lag_ms_max",
+        "qps",
+        "p50_ms",
+        "p99_ms",
+        "errors",
+        "transactions_primary",
+        "transactions_standby1",
+        "transactions_standby2",
+    ),
 }
 
 

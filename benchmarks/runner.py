@@ -55,6 +55,10 @@ def _suite(name: str) -> Suite:
         from benchmarks.suites import service
 
         return service.run
+    if name == "replicas":
+        from benchmarks.suites import replicas
+
+        return replicas.run
     raise ValueError(f"unknown suite {name!r}")
 
 

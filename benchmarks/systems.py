@@ -36,6 +36,7 @@ class Servers:
         self._arcadedb: Any = None
         self._dsn: str | None = None
         self._arcade: Any = None
+        self._standbys: list[Any] = []
         self.start_seconds: float | None = None
 
     def _up(self) -> None:
@@ -62,6 +63,20 @@ class Servers:
         """The ArcadeDB service (an `ArcadeDBService`), started."""
         self._up()
         return self._arcadedb
+
+    def standbys(self, count: int) -> list[Any]:
+        """`count` hot standbys of the PostgreSQL server (`PostgresStandby`), started, and the
+        primary waiting for one of them on each commit, as `uda services up --replicas`."""
+        from uda.services import postgres_failover
+        from uda.services.postgres_standby import PostgresStandby
+
+        self._up()
+        while len(self._standbys) < count:
+            standby = PostgresStandby(self._postgres, len(self._standbys) + 1)
+            standby.up()
+            self._standbys.append(standby)
+        postgres_failover.synchronise(self._postgres, self._standbys)
+        return self._standbys[:count]
 
     def profile(self, corpus: str, *, exact: bool = False) -> Profile:
         """A server profile for one corpus (own schema and database), starting the servers."""
@@ -93,7 +108,10 @@ class Servers:
         try:
             if self._arcadedb is not None:
                 self._arcadedb.down()
+            for standby in self._standbys:
+                standby.destroy()
         finally:
+            self._standbys = []
             if self._postgres is not None:
                 self._postgres.destroy()
             self._dsn = None

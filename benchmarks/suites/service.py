@@ -94,8 +94,8 @@ def run(ctx: Context, result: SuiteResult) -> None:
         result.status, result.reason = "skipped", f"no SciFact data under {folder.name}/"
         return
     preset = ctx.preset
-    docs = _passages(read_beir(folder), ctx)
-    queries = _query_texts(folder / "queries.jsonl")
+    docs = passages(read_beir(folder), ctx)
+    queries = query_texts(folder / "queries.jsonl")
     result.notes.append(
         f"service: {len(docs)} SciFact passages, {len(queries)} query texts cycled, "
         f"{os.cpu_count()} cores"
@@ -109,7 +109,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
             shown = "default" if workers is None else str(workers)
             ctx.log(f"service ({profile_name}): uda serve, workers {shown}")
             with served(profile, (CALLER,), workers=workers) as service:
-                steps, memory = asyncio.run(_load(ctx, service, queries))
+                steps, memory = asyncio.run(load(ctx, service, queries))
                 if service.process.poll() is not None:
                     raise RuntimeError(f"uda serve ended under load: {_tail(service.log)}")
             # Read once it stopped: a traceback on the way out counts too.
@@ -117,7 +117,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
             if memory.tracebacks:
                 result.notes.append(f"{profile_name}, workers {shown}: {_tail(service.log)}")
             for step, rss in steps:
-                figures = _figures(step, rss, memory, len(queries))
+                figures = step_figures(step, rss, memory, len(queries))
                 if step.first_error is not None:
                     result.notes.append(
                         f"{profile_name}, workers {shown}, {step.clients} clients: "
@@ -150,7 +150,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
                 )
 
 
-def _passages(data: BeirSet, ctx: Context) -> list[Document]:
+def passages(data: BeirSet, ctx: Context) -> list[Document]:
     """`service_docs` passages: the SciFact suite's first (the run has their vectors by
     then), then the others in corpus order."""
     preset = ctx.preset
@@ -167,7 +167,7 @@ def _profile_name(name: str) -> ProfileName:
     raise ValueError(f"unknown profile {name!r}")
 
 
-def _query_texts(path: Path) -> list[str]:
+def query_texts(path: Path) -> list[str]:
     """Every query text of the set (test and train), in file order."""
     texts: list[str] = []
     with path.open(encoding="utf-8") as lines:
@@ -182,7 +182,7 @@ def _query_texts(path: Path) -> list[str]:
 
 
 # -- the load -----------------------------------------------------------------------------
-async def _load(
+async def load(
     ctx: Context, service: Service, queries: Sequence[str]
 ) -> tuple[list[tuple[Step, float]], Memory]:
     """Warm-up, then every step of the preset; each step with the tree's RSS after it."""
@@ -243,7 +243,7 @@ async def _step(http: Any, cycle: Iterator[str], clients: int, seconds: float) -
     return step
 
 
-def _figures(step: Step, rss_mb: float, memory: Memory, n_queries: int) -> dict[str, float]:
+def step_figures(step: Step, rss_mb: float, memory: Memory, n_queries: int) -> dict[str, float]:
     walls = step.latencies_ms
     requests = step.answered + step.errors
     return {
@@ -295,4 +295,4 @@ def _tail(log: Path, chars: int = 2000) -> str:
     return log.read_text(errors="replace")[-chars:]
 
 
-__all__ = ["WORKERS", "run"]
+__all__ = ["WORKERS", "load", "passages", "query_texts", "run", "step_figures"]

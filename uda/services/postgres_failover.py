@@ -296,6 +296,12 @@ def _number(node: PostgresService) -> int:
 
 def _admin(node: PostgresService, statement: str) -> tuple[Any, ...]:
     """Run one statement as the superuser on `node`; its first row."""
+    rows = admin_rows(node, statement)
+    return rows[0] if rows else ()
+
+
+def admin_rows(node: PostgresService, statement: str) -> list[tuple[Any, ...]]:
+    """Run one fixed statement as the superuser on `node`; its rows (none: no result)."""
     import psycopg
 
     state = node.load_state() or {}
@@ -310,10 +316,10 @@ def _admin(node: PostgresService, statement: str) -> tuple[Any, ...]:
             autocommit=True,
         ) as conn:
             cur = conn.execute(statement.encode())
-            row = cur.fetchone() if cur.description else None
+            rows = cur.fetchall() if cur.description else []
     except psycopg.Error as exc:
         raise ConnectorError("postgres", f"{node.home.name}: {exc}") from exc
-    return tuple(row) if row is not None else ()
+    return [tuple(row) for row in rows]
 
 
 def _conninfo(primary: PostgresService, follower: PostgresService) -> str:
@@ -355,6 +361,7 @@ def _literal(value: str) -> str:
 
 __all__ = [
     "NodeState",
+    "admin_rows",
     "application_name",
     "bring_up",
     "nodes",
