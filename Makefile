@@ -17,7 +17,7 @@ $(BIN)/python:
 # torch first, from the CPU wheel, then everything else under the same pin.
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,server,http,agent,bench]"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,server,http,agent,bench,cluster]"
 	touch $(STAMP)
 
 install: $(STAMP)

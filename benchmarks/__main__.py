@@ -13,6 +13,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from benchmarks.datasets import DEFAULT_DATA, PROJECT_ROOT
+from benchmarks.presets import SUITES
 
 EPILOG = """\
 examples:
@@ -64,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         metavar="SUITES",
-        help="comma-separated subset of: scifact,multihop,keps,scale,ingest,structured,resilience,"
-        "service (default: all)",
+        help="comma-separated subset of: " + ",".join(SUITES) + " (default: all)",
     )
     parser.add_argument(
         "--profiles",
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"updated: {', '.join(str(p) for p in updated) or 'nothing (no markers)'}")
         return 0
 
-    from benchmarks.presets import PRESETS, SUITES
+    from benchmarks.presets import PRESETS
 
     suites = [s.strip() for s in args.only.split(",") if s.strip()] or list(SUITES)
     unknown = sorted(set(suites) - set(SUITES))

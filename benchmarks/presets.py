@@ -23,6 +23,7 @@ SUITES = (
     "resilience",
     "service",
     "replicas",
+    "cluster",
 )
 
 # (centrality, centrality weight, graph_candidates) for the multi-hop graph rows.

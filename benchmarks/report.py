@@ -326,6 +326,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "transactions_standby1",
         "transactions_standby2",
     ),
+    "cluster": ("passages_per_s", "chunks_per_s", "ratio_to_in_process"),
 }
 
 

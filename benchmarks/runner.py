@@ -59,6 +59,10 @@ def _suite(name: str) -> Suite:
         from benchmarks.suites import replicas
 
         return replicas.run
+    if name == "cluster":
+        from benchmarks.suites import cluster
+
+        return cluster.run
     raise ValueError(f"unknown suite {name!r}")
 
 

@@ -57,6 +57,7 @@ def profile_embedder(profile: Profile) -> Embedder:
         profile.embedder,
         options=profile.embedder_options,
         cache=cache_root() / "embeddings" if profile.embedding_cache else None,
+        cluster=profile.cluster,
     )
 
 

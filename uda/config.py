@@ -79,6 +79,9 @@ class Profile:
     embedding_cache: bool = True
     """Keep document vectors in the persistent embedding cache (`[uda] embedding_cache`):
     a text is embedded once per model (docs/adr/0028-embedder-fingerprints-and-cache.md)."""
+    cluster: str | None = None
+    """A Dask scheduler (`[uda] cluster`, `tcp://host:8786`) whose workers embed the
+    documents of an ingest (`uda.embedding.cluster`); None: embed in this process."""
     embedder_options: Mapping[str, Any] = field(default_factory=dict[str, Any])
     """The runtime's settings (`[embedder]`, checked for `embedder`): for `openai-compatible`
     the endpoint, model, key variable, batching and retries (uda/embedding/http.py)."""
@@ -144,8 +147,23 @@ def _from_toml(file: Path, root_override: str | Path | None) -> Profile:
         model_path=section.get("model_path"),
         embedder=embedder,
         embedding_cache=_flag(section.get("embedding_cache", True), "embedding_cache"),
+        cluster=_cluster(section.get("cluster")),
         embedder_options=_embedder_options(embedder, data.get("embedder", {})),
     )
+
+
+def _cluster(value: Any) -> str | None:
+    """`[uda] cluster`: a scheduler address, `${VAR}` read from the environment."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            "[uda] cluster must be a Dask scheduler address such as 'tcp://10.0.0.5:8786'",
+            field="uda.cluster",
+            value=value,
+        )
+    expanded: str = _expand(value.strip(), "cluster", "uda")
+    return expanded
 
 
 def _embedder_options(kind: EmbedderName, table: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ Errors print one line naming the problem and the fix; `--debug` prints the trace
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -108,6 +109,14 @@ def _parser() -> argparse.ArgumentParser:
         help="do not tombstone elements whose files disappeared",
     )
     ingest.add_argument("--batch", type=int, default=64, help="elements per write batch")
+    ingest.add_argument(
+        "--cluster",
+        default=None,
+        metavar="ADDRESS",
+        help="a Dask scheduler (tcp://host:8786) whose workers embed the documents; the "
+        "writes stay here and stay idempotent: a lost worker or an interrupted run loses "
+        "nothing, run it again (default: the profile's [uda] cluster, else this process)",
+    )
 
     add_search_parsers(commands, EPILOG)
 
@@ -211,10 +220,19 @@ def _fail(args: argparse.Namespace, exc: BaseException, code: int, hint: str = "
 
 def _connect(args: argparse.Namespace) -> Any:
     import uda
+    from uda.client import Client, is_url
+    from uda.config import load_profile
 
-    if args.profile is not None:
+    if args.profile is not None and is_url(args.profile):
         return uda.connect(args.profile, path=args.path)
-    return uda.connect(path=args.path or os.environ.get("UDA_PATH") or ".uda")
+    if args.profile is not None:
+        profile = load_profile(args.profile, path=args.path)
+    else:
+        profile = load_profile(path=args.path or os.environ.get("UDA_PATH") or ".uda")
+    cluster = getattr(args, "cluster", None)
+    if cluster is not None:
+        profile = dataclasses.replace(profile, cluster=cluster)
+    return Client(profile)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

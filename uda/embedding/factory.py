@@ -87,6 +87,7 @@ def shared_embedder(
     *,
     options: Mapping[str, Any] | None = None,
     cache: Path | None = None,
+    cluster: str | None = None,
 ) -> Embedder:
     """The process's embedder of `kind` for `model_path`.
 
@@ -96,12 +97,20 @@ def shared_embedder(
         options: the runtime's settings (a profile's `[embedder]` table).
         cache: a folder for the persistent embedding cache (`uda.embedding.cache`), or None
             for none.
+        cluster: a Dask scheduler whose workers embed documents (`uda.embedding.cluster`);
+            the cache sits in front of it, so only texts never embedded travel.
     """
-    key = (model_path, kind, tuple(sorted((options or {}).items())), cache)
+    key = (model_path, kind, tuple(sorted((options or {}).items())), cache, cluster)
     with _SHARED_LOCK:
         embedder = _SHARED.get(key)
         if embedder is None:
             embedder = make_embedder(kind, model_path, options)
+            if cluster is not None:
+                from uda.embedding.cluster import ClusterEmbedder
+
+                embedder = ClusterEmbedder(
+                    embedder, cluster, kind=kind, model_path=model_path, options=options
+                )
             if cache is not None:
                 from uda.embedding.cache import CachedEmbedder
 
