@@ -54,3 +54,41 @@ def test_compose_profile_reads_passwords_from_the_environment(
     assert all(name in BUILTIN for name in names)
     assert "pg-secret" in profile.connectors[0].options["dsn"]
     assert profile.connectors[1].options["password"] == "arcade-secret"  # noqa: S105
+
+
+def test_the_replicated_override_validates_and_follows_the_rules() -> None:
+    checker = Path(sys.executable).with_name("check-jsonschema")
+    override = COMPOSE / "compose.replicated.yaml"
+    result = subprocess.run(  # noqa: S603 - the project's own dev tool
+        [str(checker), "--builtin-schema", "vendor.compose-spec", str(override)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    spec = yaml.safe_load(override.read_text())
+    base = yaml.safe_load((COMPOSE / "compose.yaml").read_text())
+    assert set(spec["services"]) == {"postgres", "standby1", "standby2"}
+    for name in ("standby1", "standby2"):
+        service = spec["services"][name]
+        assert service["image"] == base["services"]["postgres"]["image"], name
+        assert "healthcheck" in service, name
+        assert all(str(p).startswith("127.0.0.1:") for p in service["ports"]), name
+        assert f"application_name={name}" in service["entrypoint"][-1], name
+    primary = " ".join(spec["services"]["postgres"]["command"])
+    assert "synchronous_standby_names=ANY 1 (standby1, standby2)" in primary
+    assert (COMPOSE / "postgres-init" / "10-replication.sh").stat().st_mode & 0o111
+
+
+def test_the_replicated_profile_lists_every_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UDA_PG_PASSWORD", "pg-secret")
+    monkeypatch.setenv("UDA_ARCADEDB_PASSWORD", "arcade-secret")
+    profile = load_profile(COMPOSE / "uda-replicated.toml")
+    postgres = profile.connectors[0].options
+    assert postgres["dsn"].endswith("/uda?target_session_attrs=read-write")
+    assert "127.0.0.1:5432,127.0.0.1:5433,127.0.0.1:5434" in postgres["dsn"]
+    assert [d.rsplit("@", 1)[1] for d in postgres["standbys"]] == [
+        "127.0.0.1:5433/uda",
+        "127.0.0.1:5434/uda",
+    ]
+    assert all("pg-secret" in d for d in postgres["standbys"])
