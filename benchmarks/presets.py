@@ -24,6 +24,7 @@ SUITES = (
     "service",
     "replicas",
     "cluster",
+    "partitions",
 )
 
 # (centrality, centrality weight, graph_candidates) for the multi-hop graph rows.
@@ -78,10 +79,17 @@ class Preset:
     service_concurrency: tuple[int, ...] = (1, 8, 32)
     service_seconds: float = 25.0
     service_warmup_s: float = 5.0
+    # partitions (issue 19): the vector store with and without scope partitions
+    partition_sizes: tuple[int, ...] = (20_000,)
+    partition_queries: int = 200
 
     def without_sizes_above(self, max_chunks: int) -> Preset:
         """The same preset without scale points above `max_chunks`."""
-        return replace(self, scale_sizes=tuple(s for s in self.scale_sizes if s <= max_chunks))
+        return replace(
+            self,
+            scale_sizes=tuple(s for s in self.scale_sizes if s <= max_chunks),
+            partition_sizes=tuple(s for s in self.partition_sizes if s <= max_chunks),
+        )
 
 
 PRESETS: dict[str, Preset] = {
@@ -115,6 +123,8 @@ PRESETS: dict[str, Preset] = {
         service_concurrency=(1, 8),
         service_seconds=3.0,
         service_warmup_s=1.0,
+        partition_sizes=(2000,),
+        partition_queries=20,
     ),
     "quick": Preset(
         name="quick",
@@ -161,5 +171,6 @@ PRESETS: dict[str, Preset] = {
         throughput_queries=200,
         concurrency=(1, 2, 4, 8),
         ingest_docs=None,
+        partition_sizes=(100_000, 1_000_000),
     ),
 }

@@ -63,6 +63,10 @@ def _suite(name: str) -> Suite:
         from benchmarks.suites import cluster
 
         return cluster.run
+    if name == "partitions":
+        from benchmarks.suites import partitions
+
+        return partitions.run
     raise ValueError(f"unknown suite {name!r}")
 
 

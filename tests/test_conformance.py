@@ -145,6 +145,37 @@ class TestPostgresHnsw(ConnectorConformance):
         )
 
 
+class TestPostgresPartitioned(ConnectorConformance):
+    """The vector store partitioned by scope (connectors/postgres/partitions.py), HNSW."""
+
+    @pytest.fixture(params=["postgres-partitioned"])
+    def connector_factory(self, postgres_server: str) -> LocationFactory[str]:
+        from connectors.postgres.connector import PostgresConnector
+
+        return LocationFactory(
+            make=lambda schema: PostgresConnector(
+                postgres_server, schema=schema, partition_by="scope"
+            ),
+            locations=numbered(lambda n: f"c_{uuid.uuid4().hex[:12]}_{n}"),
+        )
+
+
+class TestPostgresPartitionedExact(ConnectorConformance):
+    """The same partitioned layout with exact search (strict ranking tests)."""
+
+    @pytest.fixture(params=["postgres-partitioned-exact"])
+    def connector_factory(self, postgres_server: str) -> LocationFactory[str]:
+        from connectors.postgres.connector import PostgresConnector
+
+        return LocationFactory(
+            make=lambda schema: PostgresConnector(
+                postgres_server, schema=schema, exact=True, partition_by="scope"
+            ),
+            locations=numbered(lambda n: f"c_{uuid.uuid4().hex[:12]}_{n}"),
+            exact_vectors=True,
+        )
+
+
 class TestPostgresOnStandbys(ConnectorConformance):
     """Searches read on a hot standby (connectors/postgres/replicas.py): the same contract.
 

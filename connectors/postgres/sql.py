@@ -28,9 +28,14 @@ from connectors.contract.system_of_record import (
 )
 
 
-def schema(dimension: int) -> str:
-    """The tables and indexes, created if missing (run with `search_path` = our schema)."""
+def schema(dimension: int, *, vector_table: bool = True) -> str:
+    """The tables and indexes, created if missing (run with `search_path` = our schema).
+
+    Without `vector_table` the vector store's table is left out: the caller makes it
+    partitioned (`connectors.postgres.partitions`).
+    """
     dim = int(dimension)
+    vector_table_ddl = _vector_table(dim) if vector_table else ""
     return f"""
 CREATE TABLE IF NOT EXISTS states (
     element_id text NOT NULL,
@@ -96,25 +101,7 @@ CREATE TABLE IF NOT EXISTS saved_queries (
 );
 CREATE INDEX IF NOT EXISTS saved_queries_created ON saved_queries (created_ms);
 
-CREATE TABLE IF NOT EXISTS vector_chunks (
-    chunk_id text PRIMARY KEY,
-    element_id text NOT NULL,
-    version integer NOT NULL,
-    element_type text NOT NULL,
-    sensitivity_rank integer NOT NULL,
-    scope text,
-    valid_from bigint NOT NULL,
-    valid_to bigint NOT NULL,
-    filter_values jsonb NOT NULL,
-    text text NOT NULL,
-    embedding vector({dim}) NOT NULL
-);
-CREATE INDEX IF NOT EXISTS vector_chunks_element ON vector_chunks (element_id);
-CREATE INDEX IF NOT EXISTS vector_chunks_valid ON vector_chunks (valid_to, sensitivity_rank);
-CREATE INDEX IF NOT EXISTS vector_chunks_hnsw ON vector_chunks
-    USING hnsw (embedding vector_cosine_ops);
-
-CREATE TABLE IF NOT EXISTS text_chunks (
+{vector_table_ddl}CREATE TABLE IF NOT EXISTS text_chunks (
     chunk_id text PRIMARY KEY,
     element_id text NOT NULL,
     version integer NOT NULL,
@@ -141,6 +128,30 @@ CREATE TABLE IF NOT EXISTS chunk_terms (
     PRIMARY KEY (term, chunk_id)
 );
 CREATE INDEX IF NOT EXISTS chunk_terms_chunk ON chunk_terms (chunk_id);
+"""
+
+
+def _vector_table(dim: int) -> str:
+    """The plain (unpartitioned) vector store table and its indexes."""
+    return f"""
+CREATE TABLE IF NOT EXISTS vector_chunks (
+    chunk_id text PRIMARY KEY,
+    element_id text NOT NULL,
+    version integer NOT NULL,
+    element_type text NOT NULL,
+    sensitivity_rank integer NOT NULL,
+    scope text,
+    valid_from bigint NOT NULL,
+    valid_to bigint NOT NULL,
+    filter_values jsonb NOT NULL,
+    text text NOT NULL,
+    embedding vector({dim}) NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vector_chunks_element ON vector_chunks (element_id);
+CREATE INDEX IF NOT EXISTS vector_chunks_valid ON vector_chunks (valid_to, sensitivity_rank);
+CREATE INDEX IF NOT EXISTS vector_chunks_hnsw ON vector_chunks
+    USING hnsw (embedding vector_cosine_ops);
+
 """
 
 

@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from connectors.base import Connector
 from connectors.contract.errors import ConfigError, ConnectorError, TransientBackendError
+from connectors.postgres import partitions
 from connectors.postgres import sql as q
 from connectors.postgres import text as lexical
 from connectors.postgres.replicas import PRIMARY_POSITION, ReadRouter, Standby
@@ -59,6 +60,10 @@ class PostgresStore(Connector):
         timeout: seconds to wait for a connection.
         standbys: hot standbys of this server (DSNs): a search reads there once they have
             replayed what was acknowledged before it began (`connectors.postgres.replicas`).
+        partition_by: "scope" to partition the vector store by project scope, so that a
+            project-bound search reads its projects' partitions only
+            (`connectors.postgres.partitions`); "none" (the default) for one table. Chosen
+            when the schema is made.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class PostgresStore(Connector):
         pool_size: int = 8,
         timeout: float = 30.0,
         standbys: Sequence[str] = (),
+        partition_by: str = "none",
     ) -> None:
         if isinstance(dimension, bool) or not 1 <= int(dimension) <= _HNSW_MAX_DIMENSION:
             raise ConfigError(
@@ -101,6 +107,13 @@ class PostgresStore(Connector):
                 "standbys must be a list of connection strings", field="standbys", value=standbys
             )
         self._standby_dsns = tuple(standbys)
+        if partition_by not in ("none", "scope"):
+            raise ConfigError(
+                "partition_by must be 'none' or 'scope'", field="partition_by", value=partition_by
+            )
+        self._partitioned = partition_by == "scope"
+        # Scopes whose vector partition exists (made by this or another connector).
+        self._parts: set[str] = set()
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._router: ReadRouter | None = None
         self._sweep: asyncio.Task[None] | None = None
@@ -170,7 +183,12 @@ class PostgresStore(Connector):
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
             )
             await self._set_search_path(conn, local=True)
-            await conn.execute(q.schema(self._dimension).encode())
+            await conn.execute(
+                q.schema(self._dimension, vector_table=not self._partitioned).encode()
+            )
+            if self._partitioned:
+                await conn.execute(partitions.vector_schema(self._dimension).encode())
+            await self._check_layout(conn)
             await lexical.upgrade(conn)
             cur = await conn.execute(
                 "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
@@ -183,6 +201,21 @@ class PostgresStore(Connector):
                 self.name,
                 f"schema {self._schema!r} stores {row[0] if row else 'no'} embeddings, "
                 f"not {wanted}: use another schema or the same dimension",
+            )
+
+    async def _check_layout(self, conn: AsyncConnection[Any]) -> None:
+        """The vector table must be as `partition_by` says: a schema keeps its layout."""
+        cur = await conn.execute(partitions.VECTOR_TABLE_KIND.encode())
+        row = await cur.fetchone()
+        partitioned = row is not None and row[0] == "p"
+        if partitioned != self._partitioned:
+            raise ConnectorError(
+                self.name,
+                f"schema {self._schema!r} holds a "
+                + ("partitioned" if partitioned else "plain")
+                + " vector table, and partition_by is "
+                + repr("scope" if self._partitioned else "none")
+                + ": use the schema's layout, or another schema (uda sync fills it)",
             )
 
     async def _set_search_path(self, conn: AsyncConnection[Any], *, local: bool) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 
 from connectors.base import VectorCapable
 from connectors.contract.errors import ConnectorError
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
 from connectors.contract.system_of_record import derived_chunk_values
+from connectors.postgres import partitions
 from connectors.postgres import sql as q
 from connectors.postgres import values as pv
 from connectors.postgres.store import PostgresStore
@@ -31,13 +32,49 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
                 self.name, f"embeddings not of dimension {self._dimension}: {wrong[:3]}"
             )
         pv.reject_unstorable_chunks(chunks)
-        await self._write_many(
-            q.UPSERT_VECTOR_CHUNK,
-            [
-                (*derived_chunk_values(c, Jsonb), c.text, pv.vector(c.embedding or ()))
-                for c in pv.last_per_id(chunks)
-            ],
-        )
+        rows = [
+            (*derived_chunk_values(c, Jsonb), c.text, pv.vector(c.embedding or ()))
+            for c in pv.last_per_id(chunks)
+        ]
+        if not self._partitioned:
+            await self._write_many(q.UPSERT_VECTOR_CHUNK, rows)
+            return
+        if not rows:
+            return
+        parts = [partitions.part_of(c.scope) for c in pv.last_per_id(chunks)]
+        await self._make_partitions(set(parts))
+        async with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            await cur.execute(partitions.LEAVE_OTHER_PARTS, ([row[0] for row in rows], parts))
+            await cur.executemany(
+                partitions.UPSERT.encode(),
+                [(*row, part) for row, part in zip(rows, parts, strict=True)],
+            )
+        await self._wrote(len(rows))
+
+    def _vector_filter(self, search_filter: SearchFilter) -> tuple[str, dict[str, Any]]:
+        """The pushdown filter on `vector_chunks v`, on the partition key too if partitioned."""
+        where, params = q.compile_filter(search_filter, table="v")
+        if self._partitioned:
+            where, params = partitions.prune(where, params, search_filter, table="v")
+        return where, params
+
+    async def _make_partitions(self, parts: set[str]) -> None:
+        """Create the partitions of these scopes that do not exist yet (once per process)."""
+        new = parts - self._parts
+        if not new:
+            return
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (partitions.PARTITION_LOCK,))
+            for part in sorted(new):
+                # A partition bound is DDL, which takes no parameters: the scope goes in as a
+                # quoted literal, the table's name is a digest of it.
+                await conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} PARTITION OF vector_chunks "
+                        "FOR VALUES IN ({})"
+                    ).format(sql.Identifier(partitions.partition_name(part)), sql.Literal(part))
+                )
+        self._parts |= new
 
     async def delete_chunks(self, element_ids: Sequence[str]) -> None:
         """Delete every chunk of the elements."""
@@ -81,7 +118,7 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
             )
         if k <= 0:
             return []
-        where, params = q.compile_filter(search_filter, table="v")
+        where, params = self._vector_filter(search_filter)
         params.update(q=pv.vector(embedding), k=int(k))
 
         async def nearest(conn: AsyncConnection[Any]) -> list[Any]:
@@ -117,7 +154,7 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
         ids = pv.storable(element_ids)
         if not ids:
             return []
-        where, params = q.compile_filter(search_filter, table="v")
+        where, params = self._vector_filter(search_filter)
         params.update(q=pv.vector(embedding), ids=ids)
         rows = await self._read_select(q.scores_sql(where), params)
         return [

@@ -1,0 +1,137 @@
+"""The vector store partitioned by scope (issue 19): one partition per project, pruned reads.
+
+The conformance suite runs on this layout too (tests/test_conformance.py,
+`postgres-partitioned`); these tests hold what is particular to it: where rows live, that a
+project-bound search plans only its partitions, and the layout guard.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from postgres_fixtures import DIM, fresh_schema, run_sql, server
+
+from connectors.conformance.data import chunk, random_vectors
+from connectors.contract.errors import ConfigError, ConnectorError
+from connectors.contract.records import SearchFilter
+from connectors.postgres import partitions
+from connectors.postgres import sql as q
+from connectors.postgres.connector import PostgresConnector
+from uda.services.postgres import PostgresService
+
+pytestmark = pytest.mark.slow
+__all__ = ["server"]  # a fixture
+
+Server = tuple[PostgresService, str]
+
+
+@pytest.fixture
+async def partitioned(server: Server) -> AsyncIterator[PostgresConnector]:
+    connector = PostgresConnector(
+        server[1], dimension=DIM, schema=fresh_schema(), partition_by="scope"
+    )
+    await connector.connect()
+    try:
+        yield connector
+    finally:
+        await connector.close()
+
+
+def _where(url: str, schema: str) -> dict[str, str]:
+    """Each chunk id with the partition (table) that holds it."""
+    rows = run_sql(url, schema, "SELECT chunk_id, tableoid::regclass::text FROM vector_chunks")
+    return dict(rows)
+
+
+def _schema(connector: PostgresConnector) -> str:
+    return connector._schema  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_each_scope_has_its_partition_and_a_chunk_moves_with_its_scope(
+    server: Server, partitioned: PostgresConnector
+) -> None:
+    vectors = random_vectors(4, DIM, seed=7)
+    odd = "project:o'brien); DROP TABLE states; --"  # quoted as a literal, never pasted
+    await partitioned.upsert_chunks(
+        [
+            chunk("doc:open", embedding=vectors[0]),
+            chunk("doc:alpha", embedding=vectors[1], scope="project:alpha"),
+            chunk("doc:beta", embedding=vectors[2], scope="project:beta"),
+            chunk("doc:odd", embedding=vectors[3], scope=odd),
+        ]
+    )
+    schema = _schema(partitioned)
+    where = _where(server[1], schema)
+    assert where["doc:open@1#0"] == partitions.partition_name("")
+    assert where["doc:alpha@1#0"] == partitions.partition_name("project:alpha")
+    assert where["doc:beta@1#0"] == partitions.partition_name("project:beta")
+    assert where["doc:odd@1#0"] == partitions.partition_name(odd)
+    assert run_sql(server[1], schema, "SELECT count(*) FROM states") == [(0,)]
+
+    # Reclassified into another project: the chunk leaves its partition, never in two.
+    await partitioned.upsert_chunks(
+        [chunk("doc:alpha", embedding=vectors[1], scope="project:beta")]
+    )
+    where = _where(server[1], schema)
+    assert where["doc:alpha@1#0"] == partitions.partition_name("project:beta")
+    assert run_sql(server[1], schema, "SELECT count(*) FROM vector_chunks") == [(4,)]
+    # ... and a caller of the old project no longer finds it.
+    hits = await partitioned.vector_search(
+        vectors[1], 5, SearchFilter(max_sensitivity_rank=0, projects=frozenset({"project:alpha"}))
+    )
+    assert {h.element_id for h in hits} == {"doc:open"}
+
+
+async def test_a_project_bound_search_plans_only_its_partitions(
+    server: Server, partitioned: PostgresConnector
+) -> None:
+    vectors = random_vectors(12, DIM, seed=11)
+    await partitioned.upsert_chunks(
+        [
+            chunk(f"doc:{n}", embedding=vectors[n], scope=None if n < 2 else f"project:p{n % 5}")
+            for n in range(12)
+        ]
+    )
+    caller = SearchFilter(max_sensitivity_rank=0, projects=frozenset({"project:p3"}))
+    where, params = q.compile_filter(caller, table="v")
+    where, params = partitions.prune(where, params, caller, table="v")
+    params.update(q=str(list(vectors[0])), k=5)
+    plan = run_sql(
+        server[1],
+        _schema(partitioned),
+        "EXPLAIN (FORMAT JSON) "
+        + q.nearest_sql(where, exact=False).replace("%(q)s", "%(q)s::vector"),
+        params,
+    )
+    scanned = set(_relations(plan[0][0]))
+    assert scanned == {partitions.partition_name(""), partitions.partition_name("project:p3")}
+    hits = await partitioned.vector_search(vectors[3], 12, caller)
+    assert {h.element_id for h in hits} == {"doc:0", "doc:1", "doc:3", "doc:8"}
+
+
+def _relations(plan: object) -> list[str]:
+    """Every relation a JSON plan reads."""
+    found: list[str] = []
+    if isinstance(plan, dict):
+        if "Relation Name" in plan:
+            found.append(str(plan["Relation Name"]))
+        for value in plan.values():
+            found += _relations(value)
+    elif isinstance(plan, list):
+        for item in plan:
+            found += _relations(item)
+    elif isinstance(plan, str) and plan.startswith("["):
+        found += _relations(json.loads(plan))
+    return found
+
+
+async def test_a_schema_keeps_its_layout(server: Server, partitioned: PostgresConnector) -> None:
+    plain = PostgresConnector(server[1], dimension=DIM, schema=_schema(partitioned))
+    with pytest.raises(ConnectorError, match="partitioned vector table"):
+        await plain.connect()
+    await plain.close()
+    with pytest.raises(ConfigError) as raised:
+        PostgresConnector(server[1], partition_by="project")
+    assert raised.value.field == "partition_by"
