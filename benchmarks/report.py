@@ -327,7 +327,15 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "transactions_standby2",
     ),
     "cluster": ("passages_per_s", "chunks_per_s", "ratio_to_in_process"),
-    "partitions": ("p50_ms", "p95_ms", "recall_at_10", "speedup", "load_s", "chunks_per_s"),
+    "partitions": (
+        "p50_ms",
+        "p95_ms",
+        "recall_at_10",
+        "speedup",
+        "load_s",
+        "chunks_per_s",
+        "bytes_per_chunk",
+    ),
 }
 
 

@@ -67,6 +67,9 @@ def _ingest(ctx: Context, docs: list[Document], name: str, address: str | None) 
         for start in range(0, len(docs), BATCH):
             chunks += client.ingest(docs[start : start + BATCH]).chunks
         seconds = time.perf_counter() - started
+        close = getattr(client.embedder, "close", None)
+        if callable(close):  # leave the cluster before it is shut down
+            close()
     return {"passages_per_s": len(docs) / seconds, "chunks_per_s": chunks / seconds}
 
 

@@ -11,8 +11,9 @@ partitioned store reads one partition's index.
 Vectors are clustered (`CLUSTERS` centres, Gaussian noise, unit length), as text embeddings
 are; queries are drawn the same way. Per layout: p50 and p95 of `vector_search` (k = 10,
 HNSW, the connector's settings) for callers cleared for one project each in turn, recall@10
-against exact search over the chunks that caller may see (numpy), the load time, and the
-speed-up of the partitioned layout at its p50.
+against exact search over the chunks that caller may see (numpy), the load time, the bytes
+on disk per chunk (table and indexes), and the speed-up of the partitioned layout at its
+p50.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ BATCH = 2000
 K = 10
 WARMUP = 10
 SEED = 19
+# The vector store on disk, table and indexes (HNSW included), every partition summed.
+_SIZE = (
+    "SELECT greatest(pg_total_relation_size('vector_chunks'), (SELECT "
+    "sum(pg_total_relation_size(relid)) FROM pg_partition_tree('vector_chunks')))"
+)
 
 
 def run(ctx: Context, result: SuiteResult) -> None:
@@ -108,6 +114,9 @@ async def _measure(
         load_s = time.perf_counter() - started
         async with connector._connection() as conn:  # pyright: ignore[reportPrivateUsage]
             await conn.execute("ANALYZE")
+            cur = await conn.execute(_SIZE)
+            row = await cur.fetchone()
+            stored_bytes = float(row[0]) if row is not None and row[0] is not None else 0.0
         callers = [
             SearchFilter(max_sensitivity_rank=0, projects=frozenset({PROJECTS[j % len(PROJECTS)]}))
             for j in range(len(queries))
@@ -132,6 +141,7 @@ async def _measure(
         "recall_at_10": float(np.mean(recalls)),
         "load_s": load_s,
         "chunks_per_s": size / load_s,
+        "bytes_per_chunk": stored_bytes / size,
     }
 
 
