@@ -312,6 +312,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "replicas": (
         "passages_per_s",
+        "bytes_per_chunk",
         "lag_bytes_p50",
         "lag_bytes_p95",
         "lag_bytes_max",
@@ -325,6 +326,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "transactions_primary",
         "transactions_standby1",
         "transactions_standby2",
+        "cpu_ms_per_search_primary",
+        "cpu_ms_per_search_standby1",
+        "cpu_ms_per_search_standby2",
+        "cpu_ms_per_search_arcadedb",
+        "cpu_ms_per_search_serve",
+        "cpu_ms_per_search_load",
     ),
     "cluster": ("passages_per_s", "chunks_per_s", "ratio_to_in_process"),
     "partitions": (

@@ -256,3 +256,24 @@ def test_breakers_open_after_repeated_failures_and_close_after_a_good_probe() ->
     breakers.succeeded("pg")
     assert breakers.state("pg") == "closed"
     assert breakers.states() == {"pg": "closed"}
+
+
+def test_a_standby_passed_over_is_shown_but_leaves_nothing_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from types import SimpleNamespace
+
+    from uda.cli.render import warn_if_degraded
+    from uda.query.deadlines import Degradation
+
+    replica = Degradation(backend="postgres standby 1", leg="replica", reason="behind")
+    graph = Degradation(backend="networkx", leg="graph", reason="timed out")
+    assert not replica.incomplete
+    assert graph.incomplete
+    assert "from another server" in replica.describe()
+    # `--strict` exits 3 only when something is missing; both are shown either way.
+    assert not warn_if_degraded([SimpleNamespace(degraded=[replica])])  # pyright: ignore[reportArgumentType]
+    assert warn_if_degraded([SimpleNamespace(degraded=[replica, graph])])  # pyright: ignore[reportArgumentType]
+    err = capsys.readouterr().err
+    assert err.count("postgres standby 1") == 2
+    assert "networkx" in err

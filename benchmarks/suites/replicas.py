@@ -6,14 +6,17 @@ every commit, as `uda services up --replicas 2` sets it up (docs/adr/0033-failov
 - **Lag during a bulk ingest**: the service suite's SciFact passages are ingested through the
   public client while a thread reads `pg_stat_replication` on the primary every
   `LAG_EVERY_S`: how far each standby's replay is behind the primary's WAL (bytes) and
-  PostgreSQL's own `replay_lag` (ms). The ingest's passages/s are reported beside it: the
-  synchronous quorum is part of what a write costs.
+  PostgreSQL's own `replay_lag` (ms). The ingest's passages/s are reported beside it (the
+  synchronous quorum is part of what a write costs), and the schema's bytes on disk per
+  chunk (every table and index: what each copy holds).
 - **Search QPS with 0, 1 and 2 standbys under the same load**: `uda serve` (its default
   workers) on the same store, its profile listing no standby, one, then two; the service
   suite's load (`benchmarks.suites.service.load`: a warm-up, then each concurrency of the
   preset). Each row says how the transactions of its setting (warm-up and every step)
   spread over the servers (`pg_stat_database.xact_commit` before and after, on every
-  node): where the reads went.
+  node): where the reads went; and the CPU each server spent per answered search
+  (user + system time of its process tree, from /proc): the primary, each standby,
+  ArcadeDB, `uda serve` and the load generator.
 
 On one machine every standby competes with the primary and the service for the same cores;
 the rows show what that costs here, not what separate machines would give (docs/scale.md).
@@ -25,8 +28,9 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from benchmarks.datasets import read_beir
@@ -39,6 +43,7 @@ from benchmarks.suites.service import (
     LIMIT,
     load,
     passages,
+    process_tree,
     query_texts,
     step_figures,
 )
@@ -102,6 +107,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
     ctx.log(f"replicas: ingest {len(docs)} passages, {len(standbys)} synchronous standbys")
     with LagSampler(primary) as lag, open_client(profile, ctx.embedder) as client:
         stats = ingest(client, docs, progress=ctx.log)
+    stored = _schema_bytes(primary, profile)
     result.add(
         dataset=DATASET,
         system="uda",
@@ -112,6 +118,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
             **_spread("lag_bytes", lag.bytes_behind),
             **_spread("replay_lag_ms", lag.replay_ms),
             "samples": float(len(lag.bytes_behind)),
+            "bytes_per_chunk": stored / stats.chunks if stats.chunks else 0.0,
         },
         params={"docs": len(docs), "chunks": stats.chunks, "every_s": LAG_EVERY_S},
     )
@@ -121,8 +128,16 @@ def run(ctx: Context, result: SuiteResult) -> None:
         ctx.log(f"replicas: uda serve with {count} standbys")
         before = _commits(nodes)
         with served(routed, (CALLER,)) as service:
+            groups = _groups(nodes, ctx, service.process.pid)
+            cpu_before = _cpu(groups)
             steps, memory = asyncio.run(load(ctx, service, queries))
+            cpu_used = {k: v - cpu_before[k] for k, v in _cpu(groups).items()}
         spread = [after - earlier for after, earlier in zip(_commits(nodes), before, strict=True)]
+        answered = sum(step.answered for step, _ in steps)
+        cpu_figures = {
+            f"cpu_ms_per_search_{name}": seconds * 1000 / answered
+            for name, seconds in cpu_used.items()
+        }
         for step, rss in steps:
             figures = step_figures(step, rss, memory, len(queries))
             ctx.log(
@@ -137,6 +152,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
                 metrics={
                     **figures,
                     **{f"transactions_{_node_name(i)}": float(n) for i, n in enumerate(spread)},
+                    **cpu_figures,
                 },
                 params={
                     "standbys": count,
@@ -180,6 +196,58 @@ def _commits(nodes: Sequence[Any]) -> list[int]:
 
     time.sleep(0.6)  # statistics reach pg_stat_database within half a second
     return [int(admin_rows(node, _COMMITS_SQL)[0][0] or 0) for node in nodes]
+
+
+def _groups(
+    nodes: Sequence[Any], ctx: Context, serve_pid: int
+) -> dict[str, Callable[[], list[int]]]:
+    """Each process group whose CPU is counted, as a function giving its pids now."""
+
+    def server(node: Any) -> Callable[[], list[int]]:
+        return lambda: _pids(node.status())
+
+    groups = {_node_name(i): server(node) for i, node in enumerate(nodes)}
+    groups["arcadedb"] = lambda: _pids(ctx.servers.arcadedb.status())
+    groups["serve"] = lambda: process_tree(serve_pid)
+    groups["load"] = lambda: [os.getpid()]
+    return groups
+
+
+def _pids(info: Any) -> list[int]:
+    return [] if info is None or not info.pid else process_tree(int(info.pid))
+
+
+def _cpu(groups: dict[str, Callable[[], list[int]]]) -> dict[str, float]:
+    """CPU seconds (user + system) each group's processes have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = {}
+    for name, pids in groups.items():
+        total = 0
+        for pid in pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # ended meanwhile
+                continue
+            total += int(fields[11]) + int(fields[12])
+        used[name] = total / ticks
+    return used
+
+
+def _schema_bytes(primary: Any, profile: Profile) -> float:
+    """Bytes on disk of the profile's PostgreSQL schema: every table with its indexes."""
+    from uda.services.postgres import DATABASE
+    from uda.services.postgres_failover import admin_rows
+
+    schema = next(s.options["schema"] for s in profile.connectors if s.name == "postgres")
+    rows = admin_rows(
+        primary,
+        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+        DATABASE,
+        (schema,),
+    )
+    return float(rows[0][0])
 
 
 def _node_name(index: int) -> str:

@@ -82,7 +82,7 @@ class Memory:
     def rss_mb(self) -> float:
         """VmRSS of the service process and every descendant, in MB (shared pages count in
         every process that maps them)."""
-        pids = _tree(self.pid)
+        pids = process_tree(self.pid)
         self.processes = max(self.processes, len(pids))
         return sum(_vm_rss_kb(p) for p in pids) / 1024
 
@@ -266,7 +266,7 @@ def step_figures(step: Step, rss_mb: float, memory: Memory, n_queries: int) -> d
 
 
 # -- the process tree -----------------------------------------------------------------------
-def _tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
     """`pid` and every descendant still running (from /proc/<pid>/task/*/children)."""
     found = [pid]
     i = 0
@@ -295,4 +295,12 @@ def _tail(log: Path, chars: int = 2000) -> str:
     return log.read_text(errors="replace")[-chars:]
 
 
-__all__ = ["WORKERS", "load", "passages", "query_texts", "run", "step_figures"]
+__all__ = [
+    "WORKERS",
+    "load",
+    "passages",
+    "process_tree",
+    "query_texts",
+    "run",
+    "step_figures",
+]

@@ -78,11 +78,14 @@ def degraded(pages: Sequence[ResultViews]) -> list[Degradation]:
 
 
 def warn_if_degraded(pages: Sequence[ResultViews]) -> bool:
-    """One warning line on standard error per backend left out; whether there was any."""
+    """One warning line on standard error per backend left out; whether anything is missing.
+
+    A standby passed over leaves nothing out: another server gave the whole answer.
+    """
     left_out = degraded(pages)
     for d in left_out:
         print(f"warning: degraded answer: {d.describe()}", file=sys.stderr)
-    return bool(left_out)
+    return any(d.incomplete for d in left_out)
 
 
 def emit(text: str, output: Path | None) -> None:

@@ -198,7 +198,8 @@ def add_strict(parser: argparse.ArgumentParser) -> None:
         "--strict",
         action="store_true",
         help="exit 3 when the answer is degraded (a backend failed or was too late and was "
-        "left out); without it the answer is printed with a warning and the exit is 0",
+        "left out); without it the answer is printed with a warning and the exit is 0 (a "
+        "standby passed over is a warning only: another server gave the whole answer)",
     )
 
 

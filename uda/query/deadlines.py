@@ -52,6 +52,14 @@ class Degradation:
     leg: Leg
     reason: str
 
+    @property
+    def incomplete(self) -> bool:
+        """Whether the answer lacks what this backend would have given.
+
+        Not so for a standby passed over: another server answered in its place.
+        """
+        return self.leg != "replica"
+
     def to_dict(self) -> dict[str, str]:
         """The plain form every surface shows."""
         return {"backend": self.backend, "leg": self.leg, "reason": self.reason}

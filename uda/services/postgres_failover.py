@@ -300,8 +300,16 @@ def _admin(node: PostgresService, statement: str) -> tuple[Any, ...]:
     return rows[0] if rows else ()
 
 
-def admin_rows(node: PostgresService, statement: str) -> list[tuple[Any, ...]]:
-    """Run one fixed statement as the superuser on `node`; its rows (none: no result)."""
+def admin_rows(
+    node: PostgresService,
+    statement: str,
+    database: str = "postgres",
+    params: Sequence[Any] | None = None,
+) -> list[tuple[Any, ...]]:
+    """Rows of one fixed statement run as the superuser on `node`'s `database`.
+
+    Values go in `params`, never into the statement.
+    """
     import psycopg
 
     state = node.load_state() or {}
@@ -311,11 +319,11 @@ def admin_rows(node: PostgresService, statement: str) -> list[tuple[Any, ...]]:
             port=state["port"],
             user=ADMIN_USER,
             password=state["admin_password"],
-            dbname="postgres",
+            dbname=database,
             connect_timeout=10,
             autocommit=True,
         ) as conn:
-            cur = conn.execute(statement.encode())
+            cur = conn.execute(statement.encode(), params)
             rows = cur.fetchall() if cur.description else []
     except psycopg.Error as exc:
         raise ConnectorError("postgres", f"{node.home.name}: {exc}") from exc
