@@ -29,6 +29,7 @@ from connectors.postgres.connector import PostgresConnector
 from ontology import Document
 from uda.config import ConnectorSpec, Profile
 from uda.embedding import Embedder
+from uda.http.metrics import Metrics
 from uda.services.base import ServiceInfo
 from uda.services.postgres import ADMIN_USER, PostgresService, dsn
 from uda.services.postgres_standby import PostgresStandby
@@ -259,6 +260,13 @@ def test_a_search_never_shows_what_the_primary_has_hidden(
         again = client.search(question, limit=3, clearance_scope=["public"])
         assert "doc:replicated-note" not in [r.element_id for r in again.results]
         assert again.degraded == []
+        reads = client.read_counts()["postgres"]
+        assert reads["primary"] > 0
+        assert reads["postgres standby 1"] > 0  # the last search read there
+    exposition = Metrics().render({}, {"postgres": reads})
+    assert f'uda_search_reads_total{{backend="postgres",server="primary"}} {reads["primary"]}' in (
+        exposition
+    )
 
 
 def test_services_up_with_replicas_writes_a_profile_that_reads_from_them(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, Unpack, cast, overload
@@ -216,6 +216,21 @@ class AsyncClient:
     def circuit_states(self) -> dict[str, str]:
         """Each backend's circuit breaker: `closed`, `open` or `half_open` (for metrics)."""
         return {} if self._planner is None else self._planner.breakers.states()
+
+    def read_counts(self) -> dict[str, dict[str, int]]:
+        """Search reads each server of a replicated backend served, since connecting.
+
+        Only backends that read on copies (PostgreSQL with standbys) appear; for metrics.
+        """
+        counts: dict[str, dict[str, int]] = {}
+        for connector in self._connectors:
+            read_counts: Callable[[], Mapping[str, int]] | None = getattr(
+                connector, "read_counts", None
+            )
+            served: Mapping[str, int] = {} if read_counts is None else read_counts()
+            if served:
+                counts[connector.name] = dict(served)
+        return counts
 
     async def search(
         self,
@@ -457,6 +472,10 @@ class Client(SyncFacade[AsyncClient, SearchResponse]):
     def embedder(self) -> Embedder:
         """The query and passage embedder this client uses."""
         return self._async.embedder
+
+    def read_counts(self) -> dict[str, dict[str, int]]:
+        """Where search reads went, per replicated backend; see `AsyncClient.read_counts`."""
+        return self._async.read_counts()
 
     def rerun(
         self,

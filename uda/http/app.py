@@ -320,7 +320,9 @@ def create_app(
         summary="Prometheus metrics (text exposition format)",
     )
     async def prometheus() -> PlainTextResponse:
-        return PlainTextResponse(metrics.render(client.circuit_states()), media_type=CONTENT_TYPE)
+        return PlainTextResponse(
+            metrics.render(client.circuit_states(), client.read_counts()), media_type=CONTENT_TYPE
+        )
 
     install_data_routes(app, client, answer=answer, headers=clearance_headers)
     install_aggregate(app, client)

@@ -144,8 +144,16 @@ class Metrics:
         for phase, ms in timings_ms.items():
             self.phases.observe({"phase": phase}, ms / 1000)
 
-    def render(self, circuits: Mapping[str, str] | None = None) -> str:
-        """Every metric in the text exposition format, with the backends' circuit states."""
+    def render(
+        self,
+        circuits: Mapping[str, str] | None = None,
+        reads: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> str:
+        """Every metric in the text exposition format.
+
+        With the backends' circuit states, and where their search reads went (`reads`:
+        backend, then server, to count).
+        """
         lines: list[str] = []
         for metric in (self.requests, self.latency, self.phases, self.degraded):
             lines += metric.render()
@@ -159,4 +167,13 @@ class Metrics:
             lines.append(
                 f"uda_backend_circuit_open{_labels((('backend', backend),))} {_number(value)}"
             )
+        lines += [
+            "# HELP uda_search_reads_total Search reads each server of a replicated backend "
+            "served (the primary, or a standby that had replayed what the search must see).",
+            "# TYPE uda_search_reads_total counter",
+        ]
+        for backend, servers in sorted((reads or {}).items()):
+            for server, count in sorted(servers.items()):
+                labels = _labels((("backend", backend), ("server", server)))
+                lines.append(f"uda_search_reads_total{labels} {_number(count)}")
         return "\n".join(lines) + "\n"
