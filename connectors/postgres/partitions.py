@@ -21,7 +21,13 @@ from typing import Any
 
 from connectors.contract.records import SearchFilter
 from connectors.contract.system_of_record import DERIVED_CHUNK_COLUMNS
-from connectors.postgres.sql import conflict_update, insert_sql, storable
+from connectors.postgres.sql import (
+    VECTOR_INDEXES,
+    conflict_update,
+    insert_sql,
+    storable,
+    vector_columns,
+)
 
 UNSCOPED = ""
 # One partition made at a time, across connectors and processes (pg_advisory_xact_lock).
@@ -42,29 +48,16 @@ def partition_name(part: str) -> str:
 
 def vector_schema(dimension: int) -> str:
     """`vector_chunks` partitioned by `part`, its unscoped partition and its indexes."""
-    dim = int(dimension)
     return f"""
 CREATE TABLE IF NOT EXISTS vector_chunks (
     chunk_id text NOT NULL,
-    element_id text NOT NULL,
-    version integer NOT NULL,
-    element_type text NOT NULL,
-    sensitivity_rank integer NOT NULL,
-    scope text,
-    valid_from bigint NOT NULL,
-    valid_to bigint NOT NULL,
-    filter_values jsonb NOT NULL,
-    text text NOT NULL,
-    embedding vector({dim}) NOT NULL,
+{vector_columns(dimension)},
     part text NOT NULL,
     PRIMARY KEY (chunk_id, part)
 ) PARTITION BY LIST (part);
 CREATE TABLE IF NOT EXISTS {partition_name(UNSCOPED)} PARTITION OF vector_chunks
     FOR VALUES IN ('');
-CREATE INDEX IF NOT EXISTS vector_chunks_element ON vector_chunks (element_id);
-CREATE INDEX IF NOT EXISTS vector_chunks_valid ON vector_chunks (valid_to, sensitivity_rank);
-CREATE INDEX IF NOT EXISTS vector_chunks_hnsw ON vector_chunks
-    USING hnsw (embedding vector_cosine_ops);
+{VECTOR_INDEXES}
 """
 
 

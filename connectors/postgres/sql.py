@@ -131,12 +131,9 @@ CREATE INDEX IF NOT EXISTS chunk_terms_chunk ON chunk_terms (chunk_id);
 """
 
 
-def _vector_table(dim: int) -> str:
-    """The plain (unpartitioned) vector store table and its indexes."""
-    return f"""
-CREATE TABLE IF NOT EXISTS vector_chunks (
-    chunk_id text PRIMARY KEY,
-    element_id text NOT NULL,
+def vector_columns(dim: int) -> str:
+    """The vector store's columns after `chunk_id`: one list for both layouts."""
+    return f"""    element_id text NOT NULL,
     version integer NOT NULL,
     element_type text NOT NULL,
     sensitivity_rank integer NOT NULL,
@@ -145,13 +142,26 @@ CREATE TABLE IF NOT EXISTS vector_chunks (
     valid_to bigint NOT NULL,
     filter_values jsonb NOT NULL,
     text text NOT NULL,
-    embedding vector({dim}) NOT NULL
-);
+    embedding vector({int(dim)}) NOT NULL"""
+
+
+# The vector store's indexes, on the table or (partitioned) on every partition.
+VECTOR_INDEXES = """
 CREATE INDEX IF NOT EXISTS vector_chunks_element ON vector_chunks (element_id);
 CREATE INDEX IF NOT EXISTS vector_chunks_valid ON vector_chunks (valid_to, sensitivity_rank);
 CREATE INDEX IF NOT EXISTS vector_chunks_hnsw ON vector_chunks
     USING hnsw (embedding vector_cosine_ops);
+"""
 
+
+def _vector_table(dim: int) -> str:
+    """The plain (unpartitioned) vector store table and its indexes."""
+    return f"""
+CREATE TABLE IF NOT EXISTS vector_chunks (
+    chunk_id text PRIMARY KEY,
+{vector_columns(dim)}
+);
+{VECTOR_INDEXES}
 """
 
 
