@@ -156,3 +156,18 @@ def test_an_unreachable_scheduler_is_a_clear_error(monkeypatch: pytest.MonkeyPat
         ConnectorError, match=r"cannot reach the Dask scheduler at tcp://127\.0\.0\.1:9"
     ):
         ClusterEmbedder(make_embedder(), "tcp://127.0.0.1:9", kind="onnx")
+
+
+def test_a_cluster_without_workers_is_a_clear_error_not_a_wait() -> None:
+    from distributed import LocalCluster
+
+    from uda.embedding.cluster import ClusterEmbedder
+    from uda.embedding.factory import make_embedder
+
+    with LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=None) as empty:
+        embedder = ClusterEmbedder(make_embedder(), empty.scheduler_address, kind="onnx")
+        try:
+            with pytest.raises(ConnectorError, match="has no worker"):
+                embedder.embed_documents(["a text no worker will embed"])
+        finally:
+            embedder.close()

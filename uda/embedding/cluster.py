@@ -113,20 +113,25 @@ class ClusterEmbedder:
         """
         if not texts:
             return empty_vectors()
-        size = max(1, min(PART_TEXTS, math.ceil(len(texts) / max(1, self.workers()))))
-        parts = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
-        kind, model_path, options = self._how
-        futures = self._client.map(
-            embed_part,
-            [kind] * len(parts),
-            [model_path] * len(parts),
-            [options] * len(parts),
-            parts,
-            pure=False,
-        )
         try:
+            workers = self.workers()
+            if not workers:  # Dask would queue the parts until a worker came: say so now
+                raise ConnectorError("cluster", f"the Dask cluster at {self.address} has no worker")
+            size = max(1, min(PART_TEXTS, math.ceil(len(texts) / workers)))
+            parts = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
+            kind, model_path, options = self._how
+            futures = self._client.map(
+                embed_part,
+                [kind] * len(parts),
+                [model_path] * len(parts),
+                [options] * len(parts),
+                parts,
+                pure=False,
+            )
             done: list[tuple[str, Vector]] = self._client.gather(futures)
-        except Exception as exc:  # a part that failed on every worker it was tried on
+        except ConnectorError:
+            raise
+        except Exception as exc:  # the scheduler gone, or a part that failed on every try
             raise ConnectorError("cluster", f"embedding on {self.address} failed: {exc}") from exc
         mine = self.fingerprint
         for theirs, _ in done:
