@@ -155,7 +155,7 @@ def test_an_unreachable_scheduler_is_a_clear_error(monkeypatch: pytest.MonkeyPat
     with pytest.raises(
         ConnectorError, match=r"cannot reach the Dask scheduler at tcp://127\.0\.0\.1:9"
     ):
-        ClusterEmbedder(make_embedder(), "tcp://127.0.0.1:9", kind="onnx")
+        ClusterEmbedder(make_embedder(), "tcp://127.0.0.1:9", make=make_embedder)
 
 
 def test_a_cluster_without_workers_is_a_clear_error_not_a_wait() -> None:
@@ -165,7 +165,7 @@ def test_a_cluster_without_workers_is_a_clear_error_not_a_wait() -> None:
     from uda.embedding.factory import make_embedder
 
     with LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=None) as empty:
-        embedder = ClusterEmbedder(make_embedder(), empty.scheduler_address, kind="onnx")
+        embedder = ClusterEmbedder(make_embedder(), empty.scheduler_address, make=make_embedder)
         try:
             with pytest.raises(ConnectorError, match="has no worker"):
                 embedder.embed_documents(["a text no worker will embed"])

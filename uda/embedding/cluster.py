@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,24 +33,21 @@ from uda.errors import ConfigError, ConnectorError
 PART_TEXTS = 64
 CONNECT_TIMEOUT_S = 30.0
 
-_WORKER_EMBEDDERS: dict[tuple[Any, ...], Embedder] = {}
+_WORKER_EMBEDDERS: dict[str, Embedder] = {}
 _WORKER_LOCK = threading.Lock()
 
 
-def embed_part(
-    kind: str, model_path: str | None, options: Mapping[str, Any], texts: Sequence[str]
-) -> tuple[str, Vector]:
+def embed_part(make: Callable[[], Embedder], texts: Sequence[str]) -> tuple[str, Vector]:
     """On a worker: the fingerprint of its model and the vectors of `texts`.
 
-    The model loads once per worker process and stays for the next parts.
+    `make` builds the embedder (a picklable `functools.partial` of the factory); the model
+    loads once per worker process and stays for the next parts.
     """
-    from uda.embedding.factory import make_embedder
-
-    key = (kind, model_path, tuple(sorted(options.items())))
+    key = repr(make)
     with _WORKER_LOCK:
         embedder = _WORKER_EMBEDDERS.get(key)
         if embedder is None:
-            embedder = make_embedder(kind, model_path, options)  # pyright: ignore[reportArgumentType]
+            embedder = make()
             _WORKER_EMBEDDERS[key] = embedder
     return embedder.fingerprint, embedder.embed_documents(texts)
 
@@ -61,7 +58,8 @@ class ClusterEmbedder:
     Args:
         local: the same runtime and model in this process (queries, the fingerprint).
         address: the Dask scheduler (`tcp://host:8786`).
-        kind, model_path, options: how the workers make the same embedder.
+        make: how a worker makes the same embedder: a picklable callable, such as
+            `functools.partial(make_embedder, kind, model_path, options)`.
 
     Raises:
         ConnectorError: the scheduler cannot be reached (naming it).
@@ -72,15 +70,13 @@ class ClusterEmbedder:
         local: Embedder,
         address: str,
         *,
-        kind: str,
-        model_path: str | None = None,
-        options: Mapping[str, Any] | None = None,
+        make: Callable[[], Embedder],
     ) -> None:
         from distributed import Client
 
         self.local = local
         self.address = address
-        self._how = (kind, model_path, dict(options or {}))
+        self._make = make
         try:
             # Any: distributed's annotations are partial (sync and async in one type).
             self._client: Any = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
@@ -119,15 +115,7 @@ class ClusterEmbedder:
                 raise ConnectorError("cluster", f"the Dask cluster at {self.address} has no worker")
             size = max(1, min(PART_TEXTS, math.ceil(len(texts) / workers)))
             parts = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
-            kind, model_path, options = self._how
-            futures = self._client.map(
-                embed_part,
-                [kind] * len(parts),
-                [model_path] * len(parts),
-                [options] * len(parts),
-                parts,
-                pure=False,
-            )
+            futures = self._client.map(embed_part, [self._make] * len(parts), parts, pure=False)
             done: list[tuple[str, Vector]] = self._client.gather(futures)
         except ConnectorError:
             raise

@@ -6,6 +6,7 @@ one shares one instance: a model loads once, however many clients.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -108,9 +109,9 @@ def shared_embedder(
             if cluster is not None:
                 from uda.embedding.cluster import ClusterEmbedder
 
-                embedder = ClusterEmbedder(
-                    embedder, cluster, kind=kind, model_path=model_path, options=options
-                )
+                # The workers build the same embedder by this recipe (pickled by reference).
+                recipe = functools.partial(make_embedder, kind, model_path, dict(options or {}))
+                embedder = ClusterEmbedder(embedder, cluster, make=recipe)
             if cache is not None:
                 from uda.embedding.cache import CachedEmbedder
 
