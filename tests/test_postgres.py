@@ -25,7 +25,7 @@ import uda
 from connectors.contract.predicates import Op, Predicate
 from connectors.contract.records import OPEN, ChunkRecord, GraphEdge, SearchFilter
 from connectors.contract.system_of_record import ChunkRow, StoredState, WriteBatch
-from connectors.postgres import sql as postgres_sql
+from connectors.postgres import vector_sql
 from connectors.postgres.connector import PostgresConnector
 from connectors.postgres.store import ANALYZE_AFTER_ROWS
 from connectors.sqlite.connector import SQLiteConnector
@@ -349,7 +349,7 @@ async def test_filtered_search_does_not_collapse(server: tuple[PostgresService, 
         plan = run_sql(
             server[1],
             schema,
-            "EXPLAIN " + postgres_sql.nearest_sql("v.valid_to > 0", exact=False),
+            "EXPLAIN " + vector_sql.nearest_sql("v.valid_to > 0", exact=False),
             {"q": "[" + ",".join(["0.5"] * DIM) + "]", "k": 10},
         )
         assert "vector_chunks_hnsw" in "\n".join(r[0] for r in plan)

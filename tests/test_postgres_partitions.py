@@ -18,6 +18,7 @@ from connectors.contract.errors import ConfigError, ConnectorError
 from connectors.contract.records import SearchFilter
 from connectors.postgres import partitions
 from connectors.postgres import sql as q
+from connectors.postgres import vector_sql as vsql
 from connectors.postgres.connector import PostgresConnector
 from uda.services.postgres import PostgresService
 
@@ -102,7 +103,7 @@ async def test_a_project_bound_search_plans_only_its_partitions(
         server[1],
         _schema(partitioned),
         "EXPLAIN (FORMAT JSON) "
-        + q.nearest_sql(where, exact=False).replace("%(q)s", "%(q)s::vector"),
+        + vsql.nearest_sql(where, exact=False).replace("%(q)s", "%(q)s::vector"),
         params,
     )
     scanned = set(_relations(plan[0][0]))

@@ -18,6 +18,7 @@ from postgres_fixtures import fresh_schema, run_sql, server
 from connectors.conformance.data import chunk, random_vectors
 from connectors.contract.records import SearchFilter
 from connectors.postgres import sql as q
+from connectors.postgres import vector_sql as vsql
 from connectors.postgres.connector import PostgresConnector
 from uda.services.postgres import PostgresService
 
@@ -36,7 +37,7 @@ def _plan(url: str, schema: str, settings: str, settings_params: Any, exact: boo
         conn.execute("SELECT set_config('search_path', %s, true)", (f"{schema}, public",))
         conn.execute("SELECT '[1]'::vector")  # loads pgvector, whose hnsw.* settings we set
         conn.execute(settings.encode(), settings_params)
-        rows = conn.execute(("EXPLAIN " + q.nearest_sql(where, exact=exact)).encode(), params)
+        rows = conn.execute(("EXPLAIN " + vsql.nearest_sql(where, exact=exact)).encode(), params)
         return "\n".join(r[0] for r in rows.fetchall())
 
 
@@ -56,10 +57,10 @@ async def test_the_approximate_query_uses_the_index_on_a_small_table(
         )
         # Statistics as autovacuum would leave them (the leg analyses only bulk writes).
         run_sql(server[1], schema, "ANALYZE vector_chunks")
-        approximate = _plan(server[1], schema, q.APPROXIMATE_SETTINGS, ("100", "20000"), False)
+        approximate = _plan(server[1], schema, vsql.APPROXIMATE_SETTINGS, ("100", "20000"), False)
         assert "Index Scan using vector_chunks_hnsw" in approximate, approximate
         assert "Seq Scan" not in approximate, approximate
-        exact = _plan(server[1], schema, q.EXACT_SETTINGS, None, True)
+        exact = _plan(server[1], schema, vsql.EXACT_SETTINGS, None, True)
         assert "vector_chunks_hnsw" not in exact, exact
         # The leg itself answers through that query: k visible hits, best first.
         hits = await connector.vector_search(vectors[0], 10, CALLER)

@@ -105,6 +105,12 @@ def insert_sql(table: str, columns: Sequence[str], mark: str, *, verb: str = "IN
     return f"{verb} INTO {table} ({column_list(columns)}) VALUES ({values})"
 
 
+def conflict_update(key: str, columns: Sequence[str]) -> str:
+    """`ON CONFLICT (key)`: every other of `columns` takes the value just inserted."""
+    updates = ", ".join(f"{column} = excluded.{column}" for column in columns if column != key)
+    return f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
+
+
 class LazyJSON(Mapping[str, Any]):
     """A JSON object that is parsed on first use.
 

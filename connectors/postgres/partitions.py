@@ -20,14 +20,9 @@ import hashlib
 from typing import Any
 
 from connectors.contract.records import SearchFilter
-from connectors.contract.system_of_record import DERIVED_CHUNK_COLUMNS
-from connectors.postgres.sql import (
-    VECTOR_INDEXES,
-    conflict_update,
-    insert_sql,
-    storable,
-    vector_columns,
-)
+from connectors.contract.system_of_record import DERIVED_CHUNK_COLUMNS, conflict_update, insert_sql
+from connectors.postgres.sql import storable
+from connectors.postgres.vector_sql import VECTOR_INDEXES, vector_columns
 
 UNSCOPED = ""
 # One partition made at a time, across connectors and processes (pg_advisory_xact_lock).

@@ -13,8 +13,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from connectors.analyzer import ANALYZER_VERSION, term_frequencies
-from connectors.contract.system_of_record import DERIVED_CHUNK_COLUMNS, column_list
-from connectors.postgres.sql import conflict_update
+from connectors.contract.system_of_record import DERIVED_CHUNK_COLUMNS, column_list, conflict_update
 
 _TEXT_CHUNK_COLUMNS = (*DERIVED_CHUNK_COLUMNS, "name", "text")
 # `length` is 0 until `index_terms` counts the terms; an update (new metadata) leaves it.

@@ -15,6 +15,7 @@ from connectors.contract.system_of_record import derived_chunk_values
 from connectors.postgres import partitions
 from connectors.postgres import sql as q
 from connectors.postgres import values as pv
+from connectors.postgres import vector_sql as vsql
 from connectors.postgres.store import PostgresStore
 
 
@@ -32,16 +33,16 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
                 self.name, f"embeddings not of dimension {self._dimension}: {wrong[:3]}"
             )
         pv.reject_unstorable_chunks(chunks)
+        latest = pv.last_per_id(chunks)
         rows = [
-            (*derived_chunk_values(c, Jsonb), c.text, pv.vector(c.embedding or ()))
-            for c in pv.last_per_id(chunks)
+            (*derived_chunk_values(c, Jsonb), c.text, pv.vector(c.embedding or ())) for c in latest
         ]
         if not self._partitioned:
-            await self._write_many(q.UPSERT_VECTOR_CHUNK, rows)
+            await self._write_many(vsql.UPSERT_VECTOR_CHUNK, rows)
             return
         if not rows:
             return
-        parts = [partitions.part_of(c.scope) for c in pv.last_per_id(chunks)]
+        parts = [partitions.part_of(c.scope) for c in latest]
         await self._make_partitions(set(parts))
         async with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.execute(partitions.LEAVE_OTHER_PARTS, ([row[0] for row in rows], parts))
@@ -126,14 +127,14 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
                 rows: list[Any] = []
                 if not self._exact:
                     await conn.execute(
-                        q.APPROXIMATE_SETTINGS,
+                        vsql.APPROXIMATE_SETTINGS,
                         (str(max(self._ef_search, min(int(k), 1000))), str(self._max_scan_tuples)),
                     )
-                    cur = await conn.execute(q.nearest_sql(where, exact=False).encode(), params)
+                    cur = await conn.execute(vsql.nearest_sql(where, exact=False).encode(), params)
                     rows = await cur.fetchall()
                 if len(rows) < k:
-                    await conn.execute(q.EXACT_SETTINGS)
-                    cur = await conn.execute(q.nearest_sql(where, exact=True).encode(), params)
+                    await conn.execute(vsql.EXACT_SETTINGS)
+                    cur = await conn.execute(vsql.nearest_sql(where, exact=True).encode(), params)
                     rows = await cur.fetchall()
                 return rows
 
@@ -156,7 +157,7 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
             return []
         where, params = self._vector_filter(search_filter)
         params.update(q=pv.vector(embedding), ids=ids)
-        rows = await self._read_select(q.scores_sql(where), params)
+        rows = await self._read_select(vsql.scores_sql(where), params)
         return [
             ChunkHit(chunk_id=r[0], element_id=r[1], version=r[2], text=r[3], score=float(r[4]))
             for r in rows

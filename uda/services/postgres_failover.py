@@ -144,12 +144,12 @@ def promote(root: Path, number: int | None = None) -> NodeState:
     surveyed = survey(root)
     alive = [s for s in surveyed if s.info is not None and not s.in_recovery]
     if alive:
+        name = alive[0].node.home.name
         raise UserError(
-            f"the primary ({alive[0].node.home.name}, port {alive[0].info and alive[0].info.port})"
-            " is running: promote a standby only when the primary is lost, or two servers "
-            "would accept writes",
+            f"the primary ({name}) is running: promote a standby only when the primary is "
+            "lost, or two servers would accept writes",
             field="promote",
-            value=alive[0].node.home.name,
+            value=name,
         )
     candidates = [s for s in surveyed if s.info is not None and s.in_recovery]
     if number is not None:
