@@ -19,6 +19,7 @@ from typing import Any
 
 from benchmarks.columns import COLUMNS
 from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.defaults_table import report_rows, section
 from benchmarks.plots import plots
 from benchmarks.targets import Target, derive_ratios, evaluate_targets, params
 
@@ -275,6 +276,7 @@ def markdown(report: Mapping[str, Any], targets: Sequence[Target]) -> str:
             lines += [f"**{suite['status']}**: {suite.get('reason') or ''}", ""]
         if suite["rows"]:
             lines += [*_table(name, suite["rows"]), ""]
+            lines += section(name, suite["rows"])
         if suite["notes"]:
             lines += [f"- {n}" for n in suite["notes"]] + [""]
         run = suite.get("run") or {}
@@ -345,6 +347,7 @@ def write(out: Path, report: dict[str, Any], readmes: Sequence[Path] = ()) -> di
     derive_ratios(report["suites"])
     targets = evaluate_targets(report["suites"], report["preset"])
     report["targets"] = [t.to_dict() for t in targets]
+    report["defaults_vs_best"] = report_rows(report["suites"])
     report["files"] = ["report.json", "summary.md", *plots(report, out)]
     (out / "summary.md").write_text(markdown(report, targets), encoding="utf-8")
     block = summary_block(report, targets)

@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 
 from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import MissingCapabilityError
+from connectors.contract.graph_shape import GraphShape, ShapeClearance
 from connectors.contract.records import (
     ChunkHit,
     ChunkRecord,
@@ -325,6 +326,17 @@ class RelationalCapable(ABC):
     @abstractmethod
     async def live_element_ids(self, prefix: str) -> list[str]:
         """Ids of the elements that exist now (not tombstoned) and start with `prefix`."""
+
+    @abstractmethod
+    async def graph_shape(
+        self, asset_types: Sequence[str], clearance: ShapeClearance
+    ) -> GraphShape:
+        """The current graph's shape as `clearance` sees it (`GRAPH_SHAPE_SQL`), one query.
+
+        Args:
+            asset_types: the element types that count as knowledge assets.
+            clearance: whose view: only states and edges it may see count.
+        """
 
     @abstractmethod
     async def latest_versions(self) -> dict[str, int]:

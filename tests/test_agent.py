@@ -303,7 +303,7 @@ async def test_a_model_cannot_widen_its_clearance(deps: UDADeps) -> None:
     # Not vacuous: a caller cleared for it finds the restricted document with that query.
     cleared = UDADeps(client=deps.client, clearance_scope=["restricted"])
     found = await search(cleared, SearchArgs(query=query))
-    assert found.hits[0].element_id == SECRET_ID
+    assert SECRET_ID in [h.element_id for h in found.hits]
 
 
 def test_deps_check_the_clearance_once_at_construction(aclient: uda.AsyncClient) -> None:

@@ -37,6 +37,7 @@ from uda.config import Profile, embedded_profile
 from uda.embedding import Embedder
 from uda.errors import InvalidAggregateError, InvalidRequestError
 from uda.query.aggregates import AggregateResponse, aggregate_request
+from uda.query.auto.choice import choose
 from uda.query.clearance import Clearance, state_visible
 from uda.query.filters import parse_filters
 
@@ -696,6 +697,7 @@ def test_count_by_month_reads_only_the_covering_index_and_structured_pages_do_no
             text=(),
             graph=(),
             system_of_record="sqlite",
+            auto=choose(None),
         )
         compiled = aggregate_sql(
             StateAggregation(

@@ -132,7 +132,9 @@ def test_vector_store_damage_is_named_and_repaired(built: Path, embedder: Embedd
         assert "vector:chroma: 5 differences (11 chunks)" in text
         assert "missing chunks (in the record, not in the store): 2: doc-1@1#0, doc-2@1#0" in text
         # The stale row fails closed: the current note 4 cannot be found until the repair.
-        res = client.search("glacier 4", limit=10, clearance_scope=PUBLIC, weights=semantic)
+        res = client.search(
+            "glacier 4", limit=10, clearance_scope=PUBLIC, weights=semantic, expand_depth=0
+        )
         assert "doc-4" not in [r.element_id for r in res.results]
 
         repaired = client.repair(report)

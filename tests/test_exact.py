@@ -13,6 +13,7 @@ import pytest
 
 from connectors.contract.system_of_record import LazyJSON, StoredState
 from uda.config import SearchDefaults
+from uda.query.auto.choice import choose
 from uda.query.contracts import SearchRequest
 from uda.query.exact import (
     BOOST_FACTOR,
@@ -261,6 +262,7 @@ def _rank(query: str, names: dict[str, str], semantic: dict[str, str], lexical: 
         text=("t",),
         graph=(),
         system_of_record="s",
+        auto=choose(None),
     )
     states = {eid: _state(eid, name) for eid, name in names.items()}
     semantic_raw = {eid: (1.0 - i / 100, text) for i, (eid, text) in enumerate(semantic.items())}

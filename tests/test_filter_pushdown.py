@@ -43,6 +43,7 @@ from connectors.contract.predicates import Op, Predicate, Scalar
 from connectors.contract.records import SearchFilter
 from connectors.sql_filters import compile_filter, tree_sql
 from uda.config import SearchDefaults
+from uda.query.auto.choice import choose
 from uda.query.contracts import SearchRequest
 from uda.query.plan import make_plan
 
@@ -186,6 +187,7 @@ def test_the_plan_pushes_the_whole_tree_down() -> None:
         text=("t",),
         graph=(),
         system_of_record="s",
+        auto=choose(None),
     )
     assert plan.pushdown.predicates == ()
     assert plan.pushdown.tree == own_values_bound(plan.filter)

@@ -334,6 +334,12 @@ class ReclassifyingStore(SQLiteConnector):
         return found
 
 
+# The context mode, asked for: these tests are about how its context nodes are read (the
+# fixture's repository joins the document and the decision, which the automatic mode reads
+# as an associative graph).
+CONTEXT = {"expand_depth": 2, "traverse": "context", "graph_candidates": False}
+
+
 async def _context_fixture(
     tmp_path: Path,
 ) -> tuple[Planner, Writer, ReclassifyingStore, NetworkXConnector]:
@@ -368,7 +374,7 @@ async def test_context_nodes_are_read_whole_only_when_shown(tmp_path: Path) -> N
     read; candidates are read whole once."""
     planner, _, sor, graph = await _context_fixture(tmp_path)
     try:
-        request = SearchRequest(query="alpha", limit=1, expand_depth=2, element_types=["Document"])
+        request = SearchRequest(query="alpha", limit=1, element_types=["Document"], **CONTEXT)
         [result] = (await planner.search(request)).results
     finally:
         await graph.close()
@@ -393,7 +399,7 @@ async def test_a_context_node_hidden_between_the_reads_is_dropped_with_what_it_l
 
     sor.between = reclassify
     try:
-        request = SearchRequest(query="alpha", limit=1, expand_depth=2, element_types=["Document"])
+        request = SearchRequest(query="alpha", limit=1, element_types=["Document"], **CONTEXT)
         [result] = (await planner.search(request)).results
     finally:
         await graph.close()

@@ -34,6 +34,7 @@ from uda.query.aggregates import (
     aggregate_request,
 )
 from uda.query.aggregates.engine import Aggregator
+from uda.query.auto.choice import choose
 from uda.query.contracts import SearchOptions, SearchRequest, search_request
 from uda.query.deadlines import Budget, Guard, bounded
 from uda.query.online import OfflineStores
@@ -306,18 +307,27 @@ class AsyncClient:
         self, elements: Iterable[ElementInput] = (), relations: Iterable[RelationInput] = ()
     ) -> IngestReport:
         """Validate and write elements and relations; unchanged content is skipped."""
-        _, writer = self._require()
-        return await writer.ingest(elements, relations)
+        planner, writer = self._require()
+        try:
+            return await writer.ingest(elements, relations)
+        finally:
+            planner.graph_changed()
 
     async def delete(self, element_ids: Iterable[str]) -> IngestReport:
         """Tombstone elements in every store (their history stays readable with `as_of`)."""
-        _, writer = self._require()
-        return await writer.delete(element_ids)
+        planner, writer = self._require()
+        try:
+            return await writer.delete(element_ids)
+        finally:
+            planner.graph_changed()
 
     async def sync(self) -> dict[str, int]:
         """Finish any interrupted write: apply the outbox to every store."""
-        _, writer = self._require()
-        return await writer.sync()
+        planner, writer = self._require()
+        try:
+            return await writer.sync()
+        finally:
+            planner.graph_changed()
 
     def _system_of_record(self) -> RelationalCapable:
         self._require()
@@ -330,15 +340,21 @@ class AsyncClient:
     async def stats(self) -> dict[str, Any]:
         """Counts from the system of record, with the embedder and the model of the vectors.
 
+        `graph` is the graph's shape and the mode the planner's automatic mode chooses from
+        it (uda/query/auto).
+
         `embedding_model` is the fingerprint the store recorded with its first write (None
         before it); `embedder` is the profile's runtime.
         """
+        planner, _ = self._require()
         sor = self._system_of_record()
+        shape = await planner.graph_shape()
         return {
             "profile": self.profile.name,
             "embedder": self.profile.embedder,
             "embedding_model": await sor.embedding_model(),
             **(await sor.counts()),
+            "graph": {**shape.to_dict(), "auto_mode": choose(shape).mode.value},
         }
 
     async def check(self) -> ConsistencyReport:
@@ -356,9 +372,12 @@ class AsyncClient:
         Args:
             report: a check to work from (None: check now).
         """
-        _, writer = self._require()
+        planner, writer = self._require()
         sor = self._system_of_record()
-        return await consistency.repair(sor, derived_stores(self._connectors), writer, report)
+        try:
+            return await consistency.repair(sor, derived_stores(self._connectors), writer, report)
+        finally:
+            planner.graph_changed()
 
     async def ingest_source(
         self, path: str | os.PathLike[str], **options: Unpack[SourceOptions]

@@ -14,6 +14,7 @@ A TOML file may name its own connectors and defaults:
     half_life_days = 365
     decay_floor = 0.8
     weights = { semantic = 1.0, lexical = 1.0, centrality = 0.2 }
+    graph_mode = "auto"          # or "context" / "associative" (uda/query/auto)
     call_timeout_s = 2.0         # each backend call (docs/adr/0026)
     search_timeout_s = 5.0       # the whole search; a request's `timeout` overrides it
     timeouts = { arcadedb = 1.0 }  # per connector, by name
@@ -57,6 +58,12 @@ class SearchDefaults:
     """Search settings a request may override."""
 
     weights: Mapping[Leg, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    graph_mode: str = "auto"
+    """`[search] graph_mode`: "auto" (chosen from the graph's shape, uda/query/auto),
+    "context" or "associative" (always that mode)."""
+    pinned: frozenset[Leg] = frozenset()
+    """The legs whose weight the profile sets (`[search.weights]`): the automatic mode
+    leaves them as set."""
     half_life_days: float = 365.0
     decay_floor: float = 0.8
     max_context_nodes: int = 25
@@ -225,6 +232,19 @@ def _expand(value: Any, key: str, section: str = "connectors") -> Any:
     return expanded
 
 
+GRAPH_MODES = ("auto", "context", "associative")
+
+
+def _graph_mode(value: object) -> str:
+    if value not in GRAPH_MODES:
+        raise ConfigError(
+            f"[search] graph_mode must be one of {', '.join(GRAPH_MODES)}, not {value!r}",
+            field="search.graph_mode",
+            value=value,
+        )
+    return str(value)
+
+
 def _search_defaults(section: Mapping[str, Any]) -> SearchDefaults:
     defaults = SearchDefaults()
     weights = dict(defaults.weights)
@@ -241,6 +261,8 @@ def _search_defaults(section: Mapping[str, Any]) -> SearchDefaults:
             ) from None
     return SearchDefaults(
         weights=weights,
+        pinned=frozenset(Leg(leg) for leg in weights_section),
+        graph_mode=_graph_mode(section.get("graph_mode", defaults.graph_mode)),
         half_life_days=float(section.get("half_life_days", defaults.half_life_days)),
         decay_floor=float(section.get("decay_floor", defaults.decay_floor)),
         max_context_nodes=int(section.get("max_context_nodes", defaults.max_context_nodes)),

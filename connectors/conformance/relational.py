@@ -13,6 +13,7 @@ from connectors.base import Connector, RelationalCapable
 from connectors.conformance.data import HOSTILE_IDS, edge, rows, state
 from connectors.conformance.fixtures import ConformanceBase, Harness, claim
 from connectors.contract.errors import ConnectorError
+from connectors.contract.graph_shape import ShapeClearance
 from connectors.contract.records import OPEN, ChunkRecord, GraphEdge
 from connectors.contract.system_of_record import OutboxItem, StateClearance, WriteBatch, chunk_id
 
@@ -207,6 +208,72 @@ class RelationalConformance(ConformanceBase):
         }
         assert (await relational.counts())["edges"] == 1
         assert await relational.load_edges([]) == []
+
+    async def test_relational_graph_shape(self, relational: RelationalCapable) -> None:
+        """Bridges are nodes adjacent to two or more current assets; pairs are d * (d - 1)."""
+        everything = ShapeClearance(max_sensitivity_rank=9, all_projects=True)
+        assert (await relational.graph_shape(["Document"], everything)).to_dict() == {
+            "assets": 0,
+            "edges": 0,
+            "bridges": 0,
+            "asset_pairs": 0,
+            "widest_bridge": 0,
+            "neighbours_per_asset": 0.0,
+        }
+        documents = [state(x, 1, 100) for x in ("d1", "d2", "d3", "d4")]
+        others = [
+            state("e1", 1, 100, element_type="Person"),
+            state("e2", 1, 100, element_type="Person"),
+            state("gone", 1, 100, tombstone=True),
+        ]
+        edges = [
+            edge("d1", "mentions", "e1"),  # e1 bridges d1, d2, d3: 6 ordered pairs
+            edge("d2", "mentions", "e1"),
+            edge("e1", "mentions", "d3"),  # either direction counts
+            edge("d1", "relatedTo", "d4"),  # d1 bridges d4 alone, d4 bridges d1 alone
+            edge("d2", "mentions", "e2"),  # e2 touches one current asset and a tombstone
+            edge("gone", "mentions", "e2"),
+            edge("d3", "mentions", "e2", 100, 150),  # closed: not current
+            edge("d4", "relatedTo", "d4"),  # a self-loop links nothing
+        ]
+        await relational.commit(WriteBatch(states=[*documents, *others], edges=edges, hlc=100))
+        shape = await relational.graph_shape(["Document"], everything)
+        assert (shape.assets, shape.edges) == (4, 5)  # not the tombstone's, the closed one
+        assert (shape.bridges, shape.asset_pairs, shape.widest_bridge) == (1, 6, 3)
+        assert shape.neighbours_per_asset == 1.5
+        people = await relational.graph_shape(["Person"], everything)
+        assert (people.assets, people.bridges, people.asset_pairs) == (2, 1, 2)  # d2 links both
+
+    async def test_relational_graph_shape_per_clearance(
+        self, relational: RelationalCapable
+    ) -> None:
+        """Only states the clearance may see, and edges between them, count."""
+        states = [
+            state("p1", 1, 100),
+            state("p2", 1, 100),
+            state("secret", 1, 100, sensitivity_rank=2),
+            state("scoped", 1, 100, scope="project:x"),
+            state("hub", 1, 100, element_type="Person", sensitivity_rank=2),
+        ]
+        edges = [
+            edge("p1", "mentions", "secret"),  # a restricted asset bridges p1 and p2
+            edge("p2", "mentions", "secret"),
+            edge("p1", "mentions", "hub"),  # a restricted node bridges p1, p2 and scoped
+            edge("p2", "mentions", "hub"),
+            edge("scoped", "mentions", "hub"),
+            edge("scoped", "relatedTo", "p1"),  # a project's asset linked to a public one
+        ]
+        await relational.commit(WriteBatch(states=states, edges=edges, hlc=100))
+        public = await relational.graph_shape(["Document"], ShapeClearance(0))
+        assert (public.assets, public.edges, public.bridges, public.asset_pairs) == (2, 0, 0, 0)
+        project = await relational.graph_shape(["Document"], ShapeClearance(0, ("project:x",)))
+        assert (project.assets, project.edges, project.bridges) == (3, 1, 0)
+        restricted = ShapeClearance(2, all_projects=True)
+        everything = await relational.graph_shape(["Document"], restricted)
+        assert (everything.assets, everything.edges) == (4, 6)
+        # secret bridges p1, p2 (2 pairs); hub bridges p1, p2, scoped (6); p1 bridges
+        # secret, scoped (2); p2 bridges secret alone; scoped bridges p1 alone.
+        assert (everything.bridges, everything.asset_pairs, everything.widest_bridge) == (3, 10, 3)
 
     async def test_relational_outbox(self, relational: RelationalCapable) -> None:
         """One entry per store for every state and edge a commit touches; ack; enqueue."""

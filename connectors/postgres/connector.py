@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 from connectors.base import RelationalCapable
 from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import ConnectorError, UserError
+from connectors.contract.graph_shape import GraphShape, ShapeClearance
 from connectors.contract.records import ChunkRecord, GraphEdge
 from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
@@ -322,6 +323,19 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
             "edges": edges,
             "pending": pending,
         }
+
+    async def graph_shape(
+        self, asset_types: Sequence[str], clearance: ShapeClearance
+    ) -> GraphShape:
+        """The current graph's shape as `clearance` sees it, in one statement."""
+        params = {
+            "rank": clearance.max_sensitivity_rank,
+            "all_projects": clearance.all_projects,
+            "projects": [p for p in clearance.projects if q.storable(p)],
+            "types": list(asset_types),
+        }
+        rows = await self._select(q.GRAPH_SHAPE, params)
+        return GraphShape.of_row(tuple(rows[0]))
 
     async def expected_chunks(self) -> dict[str, int]:
         """Every chunk id with its state's `valid_to`."""

@@ -23,6 +23,7 @@ from connectors.analyzer import query_terms
 from connectors.base import Connector, RelationalCapable, TextCapable
 from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import ConnectorError
+from connectors.contract.graph_shape import GRAPH_SHAPE_SQL, GraphShape, ShapeClearance
 from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
 from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
@@ -63,6 +64,16 @@ from connectors.sqlite.selection import select_sql
 
 T = TypeVar("T")
 _WORKERS = 4  # reader threads (each with its own connection) beside the one writer
+
+
+# The graph's shape (parameters: rank, all projects, projects and asset types as JSON).
+GRAPH_SHAPE = GRAPH_SHAPE_SQL.format(
+    open=OPEN,
+    rank="?",
+    all_projects="?",
+    projects="SELECT value FROM json_each(?)",
+    types="SELECT value FROM json_each(?)",
+)
 
 
 class SQLiteConnector(Connector, RelationalCapable, TextCapable):
@@ -348,6 +359,21 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
             }
 
         return await self._run(query)
+
+    async def graph_shape(
+        self, asset_types: Sequence[str], clearance: ShapeClearance
+    ) -> GraphShape:
+        """The current graph's shape as `clearance` sees it, in one statement."""
+        rows = await self._select(
+            GRAPH_SHAPE,
+            (
+                clearance.max_sensitivity_rank,
+                int(clearance.all_projects),
+                json.dumps(list(clearance.projects)),
+                json.dumps(list(asset_types)),
+            ),
+        )
+        return GraphShape.of_row(tuple(rows[0]))
 
     # -- consistency: what the derived stores should hold (uda/write/consistency.py) -------------
     async def expected_chunks(self) -> dict[str, int]:

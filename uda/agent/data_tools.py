@@ -119,7 +119,7 @@ async def export_query(deps: UDADeps, args: ExportArgs) -> ExportAnswer:
         )
     target = folder / (name + EXTENSIONS[args.format])
     spec = record.spec
-    options: SearchOptions = {"expand_depth": spec.depth}
+    options: SearchOptions = {} if spec.depth is None else {"expand_depth": spec.depth}
     if spec.order_by is not None:
         options["order_by"] = spec.order_by
     if spec.element_types is not None:

@@ -55,8 +55,12 @@ class SearchArgs(_Args):
         default=None,
         description="Only these searchable element types (see list_element_types).",
     )
-    depth: int = Field(
-        default=1, ge=0, le=2, description="Graph hops of context to attach to each result (0-2)."
+    depth: int | None = Field(
+        default=None,
+        ge=0,
+        le=2,
+        description="Graph hops of context to attach to each result (0-2; default: chosen "
+        "from the store's graph, 1 or 2).",
     )
 
 
@@ -217,7 +221,7 @@ class SearchAnswer(BaseModel):
     where: dict[str, Any] | None = None
     order_by: str | None = None
     element_types: list[str] | None = None
-    depth: int
+    depth: int | None = Field(description="Graph hops asked for (None: the automatic mode's).")
     refined_from: str | None = None
     page: int = Field(default=1, description="1 for a first page; next_page counts on.")
     more: bool = Field(default=False, description="Whether next_page has more to show.")

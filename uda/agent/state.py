@@ -31,7 +31,7 @@ class QuerySpec:
     filters: Mapping[str, FilterSpec]
     element_types: tuple[str, ...] | None
     where: Mapping[str, Any] | None = None
-    depth: int
+    depth: int | None  # None: the automatic mode's
     strategy: Strategy
     text_weight: float | None = None
     reason: str = ""

@@ -59,7 +59,7 @@ async def run_search(
         UserError: a bad filter (with a suggestion), element type, or other request field.
     """
     discovery.check_filter_fields(spec.filters)
-    options: SearchOptions = {"expand_depth": spec.depth}
+    options: SearchOptions = {} if spec.depth is None else {"expand_depth": spec.depth}
     if spec.order_by is not None:
         options["order_by"] = spec.order_by
     if spec.cursor is not None:
@@ -228,7 +228,7 @@ async def reopen_query(deps: UDADeps, args: ReopenArgs) -> SearchAnswer:
         element_types=(
             None if asked is None or asked.element_types is None else tuple(asked.element_types)
         ),
-        depth=1 if asked is None else asked.expand_depth,
+        depth=None if asked is None else asked.expand_depth,
         strategy="structured" if asked is not None and asked.query is None else "default",
         reason=f"reopened: saved search {args.saved_id}, answered as it was",
         order_by=None if asked is None else asked.order_by,

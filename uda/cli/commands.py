@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from uda.agent.mcp_server import add_mcp_parser, run_mcp
 from uda.cli import data
@@ -272,8 +272,15 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(client.repair())
             return EXIT_OK
         stats = client.stats()
-        print("\n".join(f"{key:>10}: {value}" for key, value in stats.items()))
+        print("\n".join(f"{key:>10}: {_stat(value)}" for key, value in stats.items()))
         return EXIT_OK
+
+
+def _stat(value: object) -> str:
+    """A figure of `uda stats`; a group (the graph's shape) as `name value` pairs."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in cast("dict[str, object]", value).items())
+    return str(value)
 
 
 def _services(args: argparse.Namespace) -> int:

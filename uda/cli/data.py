@@ -86,7 +86,12 @@ def add_data_parsers(commands: Any) -> None:
         metavar="KEY",
         help="the order of a structured export ('-' first for descending: --order-by=-timestamp)",
     )
-    export.add_argument("--depth", type=int, default=1, help="graph hops for context (0-2)")
+    export.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        help="graph hops for context (0-2; default: the automatic mode's, 1 or 2, see explain)",
+    )
     export.add_argument("--as-of", default=None, metavar="WHEN", help="as for search")
     export.add_argument(
         "--pool-size",
@@ -130,7 +135,7 @@ def run_data(client: Any, args: argparse.Namespace) -> int:
     if args.command == "fields":
         return _fields(client, args)
     filters = context_filters_of(args)
-    options: dict[str, Any] = {"expand_depth": args.depth}
+    options: dict[str, Any] = {} if args.depth is None else {"expand_depth": args.depth}
     for name, value in (
         ("element_types", args.element_types),
         ("order_by", args.order_by),

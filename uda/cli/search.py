@@ -88,7 +88,12 @@ def add_search_parsers(commands: Any, epilog: str) -> None:
         dest="all_pages",
         help="follow the cursors to the last page (a ranked search: through its pool)",
     )
-    search.add_argument("--depth", type=int, default=1, help="graph hops for context (0-2)")
+    search.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        help="graph hops for context (0-2; default: the automatic mode's, 1 or 2, see explain)",
+    )
     search.add_argument(
         "--as-of",
         default=None,
@@ -228,7 +233,7 @@ def run_search(client: Any, args: argparse.Namespace) -> int:
         if e.strip()
     ]
     filters = context_filters_of(args)
-    options: dict[str, Any] = {"expand_depth": args.depth}
+    options: dict[str, Any] = {} if args.depth is None else {"expand_depth": args.depth}
     if args.element_types:
         options["element_types"] = args.element_types
     as_of = parse_as_of(args.as_of)

@@ -40,16 +40,17 @@ class SearchRequest(BaseModel):
     context_filters: dict[str, Any] = Field(default_factory=dict[str, Any])
     # -- extensions ----------------------------------------------------------------------
     element_types: list[str] | None = None
-    expand_depth: int = Field(default=1, ge=0, le=2)
+    # Graph settings left unset (None) are the automatic mode's (uda/query/auto).
+    expand_depth: int | None = Field(default=None, ge=0, le=2)
     relations: list[str] | None = None
     as_of: int | datetime | None = None
     weights: dict[Leg, float] | None = None
     half_life: float | None = Field(default=None, gt=0, description="decay half-life in days")
     decay_floor: float | None = Field(default=None, ge=0, le=1)
     decay: bool = True
-    centrality: Centrality = "degree"
-    graph_candidates: bool = False
-    traverse: Traverse = "context"
+    centrality: Centrality | None = None
+    graph_candidates: bool | None = None
+    traverse: Traverse | None = None
     pool_size: int | None = Field(default=None, ge=1, le=1000)
     # Structured retrieval (query None): the order, "-" first for descending.
     order_by: str | None = Field(default=None, min_length=1, max_length=200)

@@ -37,6 +37,8 @@ class Position:
         pool: ranked answers: the candidate pool the first page ranked.
         after: structured answers: the last returned row's order value and element id.
         query_id: the saved query the pages belong to.
+        auto: ranked answers: the automatic mode the first page ran in (`AutoMode`), so
+            that every page ranks the same way even if the store's graph changed between.
     """
 
     as_of: int
@@ -45,6 +47,7 @@ class Position:
     pool: int | None = None
     after: Keyset | None = None
     query_id: str | None = None
+    auto: str | None = None
 
 
 def _b64(data: bytes) -> str:
@@ -83,7 +86,7 @@ class Cursors:
             "i": position.query_id,
         }
         if after is None:
-            body.update(o=position.offset, p=position.pool)
+            body.update(o=position.offset, p=position.pool, a=position.auto)
         else:
             body.update(k=[after.value, after.element_id])
         payload = json.dumps(body, separators=(",", ":")).encode()
@@ -123,6 +126,7 @@ class Cursors:
                 offset=int(body["o"]),
                 pool=None if pool is None else int(pool),
                 query_id=query_id,
+                auto=None if body.get("a") is None else str(body["a"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidRequestError):

@@ -170,8 +170,12 @@ def plan_from_dict(data: Mapping[str, Any]) -> Plan:
     from uda.query.plan import make_plan
 
     request = SearchRequest.model_validate(data["request"])
+    from uda.query.auto.choice import choice_from_dict
+
+    weights = {Leg(leg): float(w) for leg, w in data["weights"].items()}
     defaults = SearchDefaults(
-        weights={Leg(leg): float(w) for leg, w in data["weights"].items()},
+        weights=weights,
+        pinned=frozenset(weights),  # the weights as resolved: the mode adds nothing
         half_life_days=float(data["half_life_days"]),
         decay_floor=float(data["decay_floor"]),
         max_context_nodes=int(data.get("max_context_nodes", SearchDefaults().max_context_nodes)),
@@ -184,6 +188,7 @@ def plan_from_dict(data: Mapping[str, Any]) -> Plan:
         text=tuple(connectors["text"]),
         graph=tuple(connectors["graph"]),
         system_of_record=str(connectors["system_of_record"]),
+        auto=choice_from_dict(data.get("auto")),
     )
     types = tuple(data["element_types"])
     return dataclasses.replace(

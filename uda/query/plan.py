@@ -15,6 +15,7 @@ from ontology import relation_types as known_relations
 from uda.config import SearchDefaults
 from uda.errors import UnknownElementTypeError, UnknownRelationError
 from uda.hlc import from_datetime, physical_ms, wall_clock_ms
+from uda.query.auto.choice import AutoChoice, leg_weight_overrides
 from uda.query.clearance import Clearance
 from uda.query.contracts import Centrality, SearchRequest, Traverse
 from uda.query.deadlines import DEFAULT_SEARCH_TIMEOUT_S, Degradation
@@ -47,6 +48,7 @@ class Plan:
     graph_candidates: bool
     traverse: Traverse
     max_context_nodes: int
+    auto: AutoChoice  # the automatic mode, for what the request and the profile left unset
     order: StateOrder | None = None  # structured retrieval (no query): the rows' order
     vector_connectors: tuple[str, ...] = ()
     text_connectors: tuple[str, ...] = ()
@@ -93,6 +95,7 @@ class Plan:
             )
             + "; weights "
             + ", ".join(f"{leg.value}={w:g}" for leg, w in self.weights.items()),
+            f"auto: {self.auto.mode} mode ({self.auto.reason}); the request's options win",
         ]
         for degradation in self.degraded:
             lines.append(f"degraded: {degradation.describe()}")
@@ -125,6 +128,7 @@ class Plan:
             "centrality": self.centrality,
             "graph_candidates": self.graph_candidates,
             "traverse": self.traverse,
+            "auto": self.auto.to_dict(),
             "order_by": None if self.order is None else describe_order(self.order),
             "connectors": {
                 "vector": list(self.vector_connectors),
@@ -145,8 +149,12 @@ def make_plan(
     text: tuple[str, ...],
     graph: tuple[str, ...],
     system_of_record: str,
+    auto: AutoChoice,
 ) -> Plan:
     """Resolve a validated request: clearance, filters, types, relations, time and weights.
+
+    Graph settings the request leaves unset are `auto`'s, and so is the centrality weight
+    unless the request or the profile's `[search.weights]` gives one.
 
     Raises:
         UnknownClearanceError, UnknownFilterFieldError, UnknownElementTypeError,
@@ -179,7 +187,11 @@ def make_plan(
         relations = tuple(request.relations)
     as_of = from_datetime(request.as_of) if isinstance(request.as_of, datetime) else request.as_of
     weights = dict(defaults.weights)
+    weights.update(
+        {leg: w for leg, w in leg_weight_overrides(auto).items() if leg not in defaults.pinned}
+    )
     weights.update(request.weights or {})
+    mode = auto.settings
     return Plan(
         request=request,
         clearance=clearance,
@@ -195,7 +207,7 @@ def make_plan(
         ),
         element_types=types,
         pool_size=request.pool_size or max(10 * request.limit, 50),
-        expand_depth=request.expand_depth,
+        expand_depth=mode.expand_depth if request.expand_depth is None else request.expand_depth,
         relations=relations,
         as_of=as_of,
         as_of_ms=physical_ms(as_of) if as_of is not None else wall_clock_ms(),
@@ -203,9 +215,12 @@ def make_plan(
         decay=request.decay,
         half_life_days=request.half_life or defaults.half_life_days,
         decay_floor=defaults.decay_floor if request.decay_floor is None else request.decay_floor,
-        centrality=request.centrality,
-        graph_candidates=request.graph_candidates,
-        traverse=request.traverse,
+        centrality=mode.centrality if request.centrality is None else request.centrality,
+        graph_candidates=(
+            mode.graph_candidates if request.graph_candidates is None else request.graph_candidates
+        ),
+        traverse=mode.traverse if request.traverse is None else request.traverse,
+        auto=auto,
         max_context_nodes=defaults.max_context_nodes,
         search_timeout_s=request.timeout or defaults.deadlines.search_s,
         order=None if request.query is not None else parse_order(request.order_by),

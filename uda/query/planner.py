@@ -21,12 +21,21 @@ from connectors.base import (
     backend_name,
 )
 from connectors.contract.filter_tree import relation_predicates
+from connectors.contract.graph_shape import EVERYTHING, GraphShape, ShapeClearance
 from connectors.contract.reads import read_scope
 from connectors.contract.records import GraphEdge
 from connectors.contract.system_of_record import StateClearance, StoredState
 from uda.config import SearchDefaults
 from uda.embedding import Embedder
 from uda.errors import BackendUnavailableError, MissingCapabilityError, PlanError, UDAError
+from uda.query.auto.choice import (
+    STRUCTURED_CHOICE,
+    AutoMode,
+    choose,
+    pinned_choice,
+    profile_choice,
+)
+from uda.query.auto.shapes import GraphShapes
 from uda.query.candidates import (
     BestChunk,
     Phase1,
@@ -36,7 +45,7 @@ from uda.query.candidates import (
     graph_candidates,
     leg_scores,
 )
-from uda.query.clearance import state_visible
+from uda.query.clearance import Clearance, state_visible
 from uda.query.concurrency import together
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Position
@@ -106,9 +115,23 @@ class Planner:
         self.breakers = Breakers()
         # Stores that could not connect when the client opened: connected on first use.
         self._offline = offline if isinstance(offline, OfflineStores) else OfflineStores(offline)
+        # What the automatic mode decides from (uda/query/auto).
+        self._shapes = GraphShapes(system_of_record)
 
-    def plan(self, request: SearchRequest) -> Plan:
-        """Resolve a request against the profile (validates clearance, filters, types)."""
+    def plan(self, request: SearchRequest, auto: str | None = None) -> Plan:
+        """Resolve a request against the profile (validates clearance, filters, types).
+
+        What the request leaves unset of the graph settings is the automatic mode's: `auto`
+        (a mode a first page pinned), else the one the graph's shape calls for.
+        """
+        if auto is not None:
+            choice = pinned_choice(AutoMode(auto))
+        elif self._defaults.graph_mode != "auto":
+            choice = profile_choice(AutoMode(self._defaults.graph_mode))
+        elif request.query is None:
+            choice = STRUCTURED_CHOICE
+        else:
+            choice = choose(self._shapes.current(shape_clearance(request)))
         return make_plan(
             request,
             self._defaults,
@@ -116,7 +139,21 @@ class Planner:
             text=tuple(c.name for c in self._text),
             graph=tuple(c.name for c in self._graph),
             system_of_record=backend_name(self._sor),
+            auto=choice,
         )
+
+    async def ready(self, request: SearchRequest) -> None:
+        """Read the graph's shape as the request's clearance sees it, if that is due."""
+        if request.query is not None and self._defaults.graph_mode == "auto":
+            await self._shapes.for_search(shape_clearance(request))
+
+    def graph_changed(self) -> None:
+        """This client wrote: the next search reads the graph's shape first."""
+        self._shapes.stale()
+
+    async def graph_shape(self, clearance: ShapeClearance = EVERYTHING) -> GraphShape:
+        """The graph's shape as `clearance` sees it, read now (`uda stats`: everything)."""
+        return await self._shapes.read(clearance)
 
     async def search(self, request: SearchRequest, *, owner: str | None = None) -> SearchResponse:
         """One page of a search: see `uda.query.searches.Searches.search`."""
@@ -143,6 +180,7 @@ class Planner:
     async def close(self) -> None:
         """Wait for the queries still being saved."""
         await self._searches.close()
+        await self._shapes.close()
 
     async def answer(
         self, plan: Plan, position: Position | None, embedding: Sequence[float] | None = None
@@ -512,6 +550,20 @@ class Planner:
         for hits in results:
             collapse(hits or (), best)
         return leg_scores(best, states, set(reached))
+
+
+def shape_clearance(request: SearchRequest) -> ShapeClearance:
+    """The view of the graph the request's clearance has.
+
+    Raises:
+        UnknownClearanceError: a bad `clearance_scope` entry (as `make_plan` would).
+    """
+    clearance = Clearance.parse(request.clearance_scope)
+    return ShapeClearance(
+        max_sensitivity_rank=clearance.level.rank,
+        projects=tuple(sorted(clearance.projects)),
+        all_projects=clearance.all_projects,
+    )
 
 
 async def _nothing() -> None:

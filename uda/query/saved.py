@@ -58,6 +58,7 @@ class SavedQuery:
             "as_of": self.first_page.as_of,
             "now_ms": self.first_page.now_ms,
             "pool": self.first_page.pool,
+            "auto": self.first_page.auto,
         }
         vector = None
         if self.embedding is not None:
@@ -82,7 +83,12 @@ class SavedQuery:
             owner=row.owner,
             created_ms=row.created_ms,
             request=SearchRequest.model_validate(body["request"]),
-            first_page=Position(as_of=body["as_of"], now_ms=body["now_ms"], pool=body["pool"]),
+            first_page=Position(
+                as_of=body["as_of"],
+                now_ms=body["now_ms"],
+                pool=body["pool"],
+                auto=body.get("auto"),  # None: saved before the automatic mode
+            ),
             embedding=embedding,
         )
 

@@ -33,8 +33,12 @@ T = TypeVar("T")
 class Answers(Protocol):
     """What `Searches` needs of the planner: plans, and one page of a plan."""
 
-    def plan(self, request: SearchRequest) -> Plan:
-        """Resolve a request against the profile."""
+    def plan(self, request: SearchRequest, auto: str | None = None) -> Plan:
+        """Resolve a request against the profile (`auto`: a mode a first page pinned)."""
+        ...
+
+    async def ready(self, request: SearchRequest) -> None:
+        """Read what the automatic mode decides from for `request`, if that is due."""
         ...
 
     async def answer(
@@ -66,15 +70,22 @@ class Searches:
         Raises:
             UserError: a bad request, or a cursor of another query, store or caller.
         """
+        await self._planner.ready(request)
         plan = self._planner.plan(request)
         cursors = await self._cursor_keys(plan)
         fingerprint = cursors.fingerprint(query_shape(plan))
         if request.cursor is not None:
             position = cursors.open(request.cursor, fingerprint)
+            plan = self._planner.plan(request, position.auto)
             return await self._page(pinned(plan, position), position, fingerprint)
         # The first page reads the store as it is; its stamp, read beside it, is what later
         # pages and reruns read at, whatever is written in between.
-        first = Position(as_of=plan.as_of or 0, now_ms=plan.as_of_ms, pool=plan.pool_size)
+        first = Position(
+            as_of=plan.as_of or 0,
+            now_ms=plan.as_of_ms,
+            pool=plan.pool_size,
+            auto=plan.auto.mode.value,
+        )
         stamp = None if plan.as_of is not None else asyncio.ensure_future(self._sor.last_hlc())
         try:
             return await self._page(plan, None, fingerprint, first=first, stamp=stamp, owner=owner)
@@ -111,11 +122,14 @@ class Searches:
         if clearance_scope is not None:
             allowed = Clearance.parse(saved.request.clearance_scope)
             fields["clearance_scope"] = allowed.narrow(Clearance.parse(clearance_scope)).entries()
-        plan = self._planner.plan(SearchRequest.build(**fields))
+        request = SearchRequest.build(**fields)
+        await self._planner.ready(request)
+        plan = self._planner.plan(request)
         cursors = await self._cursor_keys(plan)
         fingerprint = cursors.fingerprint(query_shape(plan))
         position = saved.first_page if cursor is None else cursors.open(cursor, fingerprint)
         position = replace(position, query_id=saved.query_id)
+        plan = self._planner.plan(request, position.auto)
         return await self._page(
             pinned(plan, position), position, fingerprint, embedding=saved.embedding
         )
