@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 from postgres_fixtures import DIM, fresh_schema, run_sql, server
 
-from connectors.conformance.data import chunk, random_vectors
+from connectors.conformance.data import chunk, random_vectors, rows, state
 from connectors.contract.errors import ConfigError, ConnectorError
 from connectors.contract.records import SearchFilter
+from connectors.contract.system_of_record import WriteBatch
 from connectors.postgres import partitions
 from connectors.postgres import sql as q
 from connectors.postgres import vector_sql as vsql
 from connectors.postgres.connector import PostgresConnector
+from connectors.postgres.record_partitions import RECORD_PARTITIONS
 from uda.services.postgres import PostgresService
 
 pytestmark = pytest.mark.slow
@@ -136,3 +139,62 @@ async def test_a_schema_keeps_its_layout(server: Server, partitioned: PostgresCo
     with pytest.raises(ConfigError) as raised:
         PostgresConnector(server[1], partition_by="project")
     assert raised.value.field == "partition_by"
+
+
+async def test_the_record_is_hash_partitioned_and_writes_stay_idempotent(
+    server: Server, partitioned: PostgresConnector
+) -> None:
+    """`states` and `chunks` are split by a hash of the element id; the same batch twice
+    leaves one row per key, and two writers of one version still collide."""
+    url, schema = server[1], _schema(partitioned)
+    parts = run_sql(
+        url,
+        schema,
+        "SELECT parentrelid::regclass::text, count(*) FROM pg_partition_tree('states') "
+        "WHERE isleaf GROUP BY 1 UNION ALL "
+        "SELECT parentrelid::regclass::text, count(*) FROM pg_partition_tree('chunks') "
+        "WHERE isleaf GROUP BY 1",
+    )
+    assert sorted(parts) == [("chunks", RECORD_PARTITIONS), ("states", RECORD_PARTITIONS)]
+    ids = [f"doc:{n}" for n in range(40)]
+    states = [state(eid, 1, 100) for eid in ids]
+    chunks = [row for eid in ids for row in rows(eid, 1, ["alpha"], DIM)]
+    batch = WriteBatch(states=states, chunks=chunks, hlc=100)
+    await partitioned.commit(batch)
+    await partitioned.commit(replace(batch, states=()))  # the chunks again: upserted
+    spread = run_sql(
+        url,
+        schema,
+        "SELECT count(DISTINCT tableoid), count(*), count(DISTINCT chunk_id) FROM chunks",
+    )
+    [(used_parts, count, distinct)] = spread
+    assert (count, distinct) == (40, 40)  # no copies
+    assert 1 < used_parts <= RECORD_PARTITIONS  # spread by the hash
+    with pytest.raises(ConnectorError):
+        await partitioned.commit(WriteBatch(states=[state("doc:3", 1, 200)], hlc=200))
+    latest = await partitioned.latest_states(["doc:3", "doc:39"])
+    assert {s.element_id: s.version for s in latest.values()} == {"doc:3": 1, "doc:39": 1}
+
+
+async def test_a_schema_made_before_keeps_its_plain_record(server: Server) -> None:
+    """A scope-partitioned schema from before the record was partitioned opens as it is."""
+    schema = fresh_schema()
+    old = PostgresConnector(server[1], dimension=DIM, schema=schema, partition_by="scope")
+    await old.connect()
+    await old.close()
+    run_sql(
+        server[1],
+        schema,
+        "DROP TABLE chunks; CREATE TABLE chunks (chunk_id text PRIMARY KEY, element_id text "
+        "NOT NULL, version integer NOT NULL, idx integer NOT NULL, text text NOT NULL, "
+        "embedding vector)",
+    )
+    again = PostgresConnector(server[1], dimension=DIM, schema=schema, partition_by="scope")
+    await again.connect()
+    try:
+        one = state("doc:1", 1, 100)
+        await again.commit(WriteBatch(states=[one], chunks=rows("doc:1", 1, ["x"], DIM), hlc=100))
+        await again.commit(WriteBatch(chunks=rows("doc:1", 1, ["x"], DIM), hlc=100))
+        assert run_sql(server[1], schema, "SELECT count(*) FROM chunks") == [(1,)]
+    finally:
+        await again.close()

@@ -42,6 +42,7 @@ from connectors.contract.system_of_record import (
     state_values,
 )
 from connectors.postgres import aggregation as postgres_aggregation
+from connectors.postgres import record_partitions
 from connectors.postgres import sql as q
 from connectors.postgres import values as pv
 from connectors.postgres.aggregation import Select
@@ -92,8 +93,11 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
                     q.INSERT_STATE.encode(), [state_values(s, Jsonb) for s in batch.states]
                 )
             if batch.chunks:
+                upsert = (
+                    record_partitions.UPSERT_CHUNK if self._record_partitioned else q.UPSERT_CHUNK
+                )
                 await cur.executemany(
-                    q.UPSERT_CHUNK.encode(), [chunk_values(c, pv.vector) for c in batch.chunks]
+                    upsert.encode(), [chunk_values(c, pv.vector) for c in batch.chunks]
                 )
             if batch.edges:
                 await cur.executemany(

@@ -27,17 +27,21 @@ from connectors.contract.system_of_record import (
     conflict_update,
     insert_sql,
 )
+from connectors.postgres.record_partitions import chunks_key, partitioned_by_hash
 from connectors.postgres.vector_sql import plain_vector_table
 
 
-def schema(dimension: int, *, vector_table: bool = True) -> str:
+def schema(dimension: int, *, vector_table: bool = True, record_partitions: bool = False) -> str:
     """The tables and indexes, created if missing (run with `search_path` = our schema).
 
     Without `vector_table` the vector store's table is left out: the caller makes it
-    partitioned (`connectors.postgres.partitions`).
+    partitioned (`connectors.postgres.partitions`). With `record_partitions`, `states` and
+    `chunks` are made hash-partitioned by element id; the caller adds the parts
+    (`connectors.postgres.record_partitions`).
     """
     dim = int(dimension)
     vector_table_ddl = plain_vector_table(dim) if vector_table else ""
+    by_hash = partitioned_by_hash(record_partitions)
     return f"""
 CREATE TABLE IF NOT EXISTS states (
     element_id text NOT NULL,
@@ -54,7 +58,7 @@ CREATE TABLE IF NOT EXISTS states (
     payload jsonb NOT NULL,
     filter_values jsonb NOT NULL,
     PRIMARY KEY (element_id, version)
-);
+){by_hash};
 -- Current-state lookups, covering what clearance reads: a search checks the clearance of
 -- every node its expansion reached without reading those rows (index-only once vacuumed).
 CREATE INDEX IF NOT EXISTS states_clearance ON states (element_id)
@@ -67,13 +71,14 @@ DROP INDEX IF EXISTS states_current;
 CREATE INDEX IF NOT EXISTS states_time ON states (timestamp_ms, (element_id COLLATE "C"));
 CREATE INDEX IF NOT EXISTS states_name ON states ((name COLLATE "C"), (element_id COLLATE "C"));
 CREATE TABLE IF NOT EXISTS chunks (
-    chunk_id text PRIMARY KEY,
+    chunk_id text NOT NULL,
     element_id text NOT NULL,
     version integer NOT NULL,
     idx integer NOT NULL,
     text text NOT NULL,
-    embedding vector
-);
+    embedding vector,
+    {chunks_key(record_partitions)}
+){by_hash};
 CREATE INDEX IF NOT EXISTS chunks_state ON chunks (element_id, version);
 CREATE TABLE IF NOT EXISTS edges (
     source_id text NOT NULL,

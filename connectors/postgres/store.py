@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from connectors.base import Connector
 from connectors.contract.errors import ConfigError, ConnectorError, TransientBackendError
-from connectors.postgres import partitions
+from connectors.postgres import partitions, record_partitions
 from connectors.postgres import sql as q
 from connectors.postgres import text as lexical
 from connectors.postgres.replicas import PRIMARY_POSITION, ReadRouter, Standby
@@ -62,7 +62,9 @@ class PostgresStore(Connector):
             replayed what was acknowledged before it began (`connectors.postgres.replicas`).
         partition_by: "scope" to partition the vector store by project scope, so that a
             project-bound search reads its projects' partitions only
-            (`connectors.postgres.partitions`); "none" (the default) for one table. Chosen
+            (`connectors.postgres.partitions`), and the record's states and chunks by a
+            hash of the element id (`connectors.postgres.record_partitions`); "none" (the
+            default) for plain tables. Chosen
             when the schema is made.
     """
 
@@ -112,6 +114,8 @@ class PostgresStore(Connector):
                 "partition_by must be 'none' or 'scope'", field="partition_by", value=partition_by
             )
         self._partitioned = partition_by == "scope"
+        # Whether `states` and `chunks` are hash-partitioned (read from the schema).
+        self._record_partitioned = False
         # Scopes whose vector partition exists (made by this or another connector).
         self._parts: set[str] = set()
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
@@ -184,11 +188,21 @@ class PostgresStore(Connector):
             )
             await self._set_search_path(conn, local=True)
             await conn.execute(
-                q.schema(self._dimension, vector_table=not self._partitioned).encode()
+                q.schema(
+                    self._dimension,
+                    vector_table=not self._partitioned,
+                    record_partitions=self._partitioned,
+                ).encode()
             )
             if self._partitioned:
                 await conn.execute(partitions.vector_schema(self._dimension).encode())
             await self._check_layout(conn)
+            cur = await conn.execute(record_partitions.CHUNKS_TABLE_KIND.encode())
+            row = await cur.fetchone()
+            # A schema made before the record was partitioned keeps its plain tables.
+            self._record_partitioned = row is not None and row[0] == "p"
+            if self._record_partitioned:
+                await conn.execute(record_partitions.record_partitions().encode())
             await lexical.upgrade(conn)
             cur = await conn.execute(
                 "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
