@@ -4,7 +4,7 @@
 read. The request's explicit options and the profile's explicit weights always win.
 """
 
-from uda.query.auto.choice import AutoChoice, AutoMode, choose, mode_settings
+from uda.query.auto.choice import AutoChoice, AutoMode, choose
 from uda.query.auto.shapes import GraphShapes
 
-__all__ = ["AutoChoice", "AutoMode", "GraphShapes", "choose", "mode_settings"]
+__all__ = ["AutoChoice", "AutoMode", "GraphShapes", "choose"]

@@ -70,11 +70,6 @@ _SETTINGS: Mapping[AutoMode, ModeSettings] = {
 }
 
 
-def mode_settings(mode: AutoMode) -> ModeSettings:
-    """The settings of `mode`."""
-    return _SETTINGS[mode]
-
-
 @dataclass(frozen=True, kw_only=True)
 class AutoChoice:
     """The mode chosen for a search, and why (shown by `explain()`)."""
@@ -159,7 +154,6 @@ __all__ = [
     "choice_from_dict",
     "choose",
     "leg_weight_overrides",
-    "mode_settings",
     "pinned_choice",
     "profile_choice",
 ]
