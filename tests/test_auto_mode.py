@@ -83,6 +83,10 @@ def test_the_mode_fills_what_the_request_leaves_unset() -> None:
     assert context.weights[Leg.CENTRALITY] == SearchDefaults().weights[Leg.CENTRALITY]
     assert "auto: associative mode" in associative.describe()
     assert associative.to_dict()["auto"] == {"mode": "associative", "reason": "test"}
+    # The retrieval legs meet by score in the context mode, by rank in the associative one.
+    assert (context.relevance, associative.relevance) == ("scores", "ranks")
+    assert "fused by score" in context.describe()
+    assert context.to_dict()["relevance"] == "scores"
 
 
 def test_explicit_options_win_over_the_mode() -> None:

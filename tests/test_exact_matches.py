@@ -122,7 +122,14 @@ def test_a_quoted_phrase_ranks_the_elements_holding_it_first(client: uda.Client)
         sensitivity=Sensitivity.PUBLIC,
     )
     client.ingest([*RELEASE, phrase_doc])
-    res = client.search('release checklist "circuit breaker"', limit=5, clearance_scope=EVERYONE)
+    # Words weigh little here, so fusion alone would not put the phrase's holder first (with
+    # equal weights its rare words alone now do: the legs meet by score, ADR 37).
+    res = client.search(
+        'release checklist "circuit breaker"',
+        limit=5,
+        clearance_scope=EVERYONE,
+        weights={"semantic": 1.0, "lexical": 0.3},
+    )
     first = res.explain().results[0]
     assert first.element_id == "doc:phrase"
     assert first.match_kind is MatchKind.PHRASE

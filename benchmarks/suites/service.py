@@ -271,7 +271,11 @@ def process_tree(pid: int) -> list[int]:
     found = [pid]
     i = 0
     while i < len(found):
-        for children in Path(f"/proc/{found[i]}/task").glob("*/children"):
+        try:  # listing the tasks of a process that ends meanwhile raises (Python 3.11)
+            tasks = list(Path(f"/proc/{found[i]}/task").glob("*/children"))
+        except OSError:
+            tasks = []
+        for children in tasks:
             try:
                 found += [int(c) for c in children.read_text().split()]
             except OSError:  # the task ended meanwhile

@@ -196,6 +196,7 @@ def plan_from_dict(data: Mapping[str, Any]) -> Plan:
         element_types=types,
         pushdown=dataclasses.replace(plan.pushdown, element_types=types),
         as_of_ms=int(data.get("as_of_ms", plan.as_of_ms)),
+        relevance="ranks" if data.get("relevance", plan.relevance) == "ranks" else "scores",
         timings_ms={str(k): float(v) for k, v in data.get("timings_ms", {}).items()},
         degraded=degradations_from(data.get("degraded") or []),
     )

@@ -5,14 +5,21 @@ ranked (see docs/adr/0004-decay-before-ranking.md): RRF scores are too compresse
 multiplicative factor applied after fusion to do anything but sort by recency. How the legs'
 ranks are combined is a `Fusion` (LanceDB's `Reranker` idea); the planner's is
 `ReciprocalRankFusion`.
+
+The two retrieval legs can first be fused by their *scores* (`joint_relevance_ranks`): each
+leg's scores are standardised over this query's candidates (z-scores), combined in the
+proportion of the legs' weights, and the one rank that comes out stands for both legs in the
+fusion. A rank throws away how far ahead the best hits are; the scores keep it (Bruch et al.,
+"An Analysis of Fusion Functions for Hybrid Retrieval", 2023). ADR 37 has the measurements.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Literal, Protocol
 
 RRF_K = 60
 SECONDS_PER_DAY = 86_400.0
@@ -35,6 +42,9 @@ DEFAULT_WEIGHTS: Mapping[Leg, float] = {
 
 
 MIN_DECAY_FACTOR = 1e-12
+
+# How the semantic and lexical legs meet: by their scores first, or by their ranks only.
+RelevanceFusion = Literal["scores", "ranks"]
 
 
 def decay_factor(age_days: float, half_life_days: float, floor: float) -> float:
@@ -85,6 +95,65 @@ def centrality_ranks(
         centrality, key=lambda key: (-centrality[key], semantic_ranks.get(key, unranked), key)
     )
     return {key: position for position, key in enumerate(ranked, start=1)}
+
+
+def standard_scores(scores: Mapping[str, float]) -> dict[str, float]:
+    """Each score as standard deviations from this set's mean (all 0 when they are equal)."""
+    if not scores:
+        return {}
+    mean = sum(scores.values()) / len(scores)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in scores.values()) / len(scores))
+    if spread == 0.0:
+        return dict.fromkeys(scores, 0.0)
+    return {key: (value - mean) / spread for key, value in scores.items()}
+
+
+def joint_relevance_ranks(
+    semantic: Mapping[str, float], lexical: Mapping[str, float], weights: Mapping[Leg, float]
+) -> dict[str, int] | None:
+    """One rank for the semantic and lexical legs, from their standardised scores.
+
+    `w_s * z_s + w_l * z_l` (weights normalised to sum 1); a candidate one leg did not find
+    gets that leg's lowest standard score: it scored at most what the leg's last hit scored.
+    None when one leg weighs nothing or found nothing: there is nothing to fuse, and the
+    legs' own ranks are the answer.
+    """
+    w_semantic = weights.get(Leg.SEMANTIC, 0.0)
+    w_lexical = weights.get(Leg.LEXICAL, 0.0)
+    if w_semantic <= 0.0 or w_lexical <= 0.0 or not semantic or not lexical:
+        return None
+    z_semantic, z_lexical = standard_scores(semantic), standard_scores(lexical)
+    floor_semantic, floor_lexical = min(z_semantic.values()), min(z_lexical.values())
+    share = w_semantic / (w_semantic + w_lexical)
+    joint = {
+        key: share * z_semantic.get(key, floor_semantic)
+        + (1.0 - share) * z_lexical.get(key, floor_lexical)
+        for key in z_semantic.keys() | z_lexical.keys()
+    }
+    return ranks_by_score(joint)
+
+
+def attribute_joint_contributions(
+    contributions: Mapping[str, Mapping[Leg, float]],
+    semantic: Mapping[str, float],
+    lexical: Mapping[str, float],
+) -> dict[str, dict[Leg, float]]:
+    """Contributions of a joint relevance rank, credited to the legs that found each candidate.
+
+    The fusion gave each leg `w_leg / (k + joint rank)`; a candidate one leg did not find
+    owes that share to the other leg, so it is moved there (the sum stays the same).
+    """
+    out: dict[str, dict[Leg, float]] = {}
+    for key, parts in contributions.items():
+        moved = dict(parts)
+        for absent, present, found in (
+            (Leg.LEXICAL, Leg.SEMANTIC, lexical),
+            (Leg.SEMANTIC, Leg.LEXICAL, semantic),
+        ):
+            if key not in found and absent in moved:
+                moved[present] = moved.get(present, 0.0) + moved.pop(absent)
+        out[key] = moved
+    return out
 
 
 def rrf_contributions(

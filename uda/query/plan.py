@@ -20,7 +20,7 @@ from uda.query.clearance import Clearance
 from uda.query.contracts import Centrality, SearchRequest, Traverse
 from uda.query.deadlines import DEFAULT_SEARCH_TIMEOUT_S, Degradation
 from uda.query.filters import parse_filters
-from uda.query.fusion import Leg
+from uda.query.fusion import Leg, RelevanceFusion
 from uda.query.ordering import describe_order, parse_order
 
 _MATCH_ALL = AllOf(children=())
@@ -49,6 +49,7 @@ class Plan:
     traverse: Traverse
     max_context_nodes: int
     auto: AutoChoice  # the automatic mode, for what the request and the profile left unset
+    relevance: RelevanceFusion = "ranks"  # how the semantic and lexical legs meet
     order: StateOrder | None = None  # structured retrieval (no query): the rows' order
     vector_connectors: tuple[str, ...] = ()
     text_connectors: tuple[str, ...] = ()
@@ -94,7 +95,12 @@ class Plan:
                 else "off"
             )
             + "; weights "
-            + ", ".join(f"{leg.value}={w:g}" for leg, w in self.weights.items()),
+            + ", ".join(f"{leg.value}={w:g}" for leg, w in self.weights.items())
+            + (
+                "; semantic and lexical fused by score (z-scores), then by rank"
+                if self.relevance == "scores"
+                else "; fused by rank"
+            ),
             f"auto: {self.auto.mode} mode ({self.auto.reason}); the request's options win",
         ]
         for degradation in self.degraded:
@@ -128,6 +134,7 @@ class Plan:
             "centrality": self.centrality,
             "graph_candidates": self.graph_candidates,
             "traverse": self.traverse,
+            "relevance": self.relevance,
             "auto": self.auto.to_dict(),
             "order_by": None if self.order is None else describe_order(self.order),
             "connectors": {
@@ -221,6 +228,7 @@ def make_plan(
         ),
         traverse=mode.traverse if request.traverse is None else request.traverse,
         auto=auto,
+        relevance=mode.relevance,
         max_context_nodes=defaults.max_context_nodes,
         search_timeout_s=request.timeout or defaults.deadlines.search_s,
         order=None if request.query is not None else parse_order(request.order_by),

@@ -21,8 +21,10 @@ from uda.query.fusion import (
     Fusion,
     Leg,
     apply_decay,
+    attribute_joint_contributions,
     centrality_ranks,
     decay_factor,
+    joint_relevance_ranks,
     ranks_by_score,
 )
 from uda.query.graph_context import (
@@ -109,7 +111,7 @@ def rank(
         Leg.LEXICAL: ranks_by_score(lexical),
         Leg.CENTRALITY: centrality_ranks(centrality, semantic_ranks),
     }
-    contributions = fusion.contributions(ranks, plan.weights)
+    contributions = _contributions(plan, fusion, ranks, semantic, lexical)
     fused = {eid: sum(contributions.get(eid, {}).values()) for eid in candidates}
     matches = _perfect_matches(plan, candidates, states, semantic_raw, lexical_raw)
     boost = exact_boost(fusion, plan.weights, fused.values()) if matches else 0.0
@@ -125,6 +127,27 @@ def rank(
         scores={eid: fused[eid] + boost if eid in matches else fused[eid] for eid in candidates},
         matches=matches,
         boost=boost,
+    )
+
+
+def _contributions(
+    plan: Plan,
+    fusion: Fusion,
+    ranks: Mapping[Leg, Mapping[str, int]],
+    semantic: Mapping[str, float],
+    lexical: Mapping[str, float],
+) -> dict[str, dict[Leg, float]]:
+    """The fusion's contributions: with `relevance="scores"`, the retrieval legs' joint rank.
+
+    `Evidence.ranks` keeps each leg's own rank for `explain()`; only the fusion sees the
+    joint one.
+    """
+    joint = joint_relevance_ranks(semantic, lexical, plan.weights)
+    if plan.relevance != "scores" or joint is None:
+        return fusion.contributions(ranks, plan.weights)
+    fused_ranks = {**ranks, Leg.SEMANTIC: joint, Leg.LEXICAL: joint}
+    return attribute_joint_contributions(
+        fusion.contributions(fused_ranks, plan.weights), semantic, lexical
     )
 
 

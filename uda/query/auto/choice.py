@@ -4,14 +4,17 @@ Two ways of using a graph, measured on the benchmark sets (benchmarks/README.md,
 
 - `context`: the graph is context. Expand one hop, either way first and then along the
   edges (a document reaches its repository, its decision, that decision's author), and add
-  a light degree-centrality leg. Right for a documentation estate, where assets meet
-  through hubs (a repository with hundreds of documents, a team): a walk through a hub
-  reaches everything and tells nothing.
+  a light degree-centrality leg. The semantic and lexical legs meet by their scores
+  (`uda.query.fusion.joint_relevance_ranks`, ADR 37). Right for a documentation estate,
+  where assets meet through hubs (a repository with hundreds of documents, a team): a walk
+  through a hub reaches everything and tells nothing.
 - `associative`: the graph says which assets belong together (passages that mention the
   same entity, pages that link each other). Walk two hops either way, let the assets
   reached compete as candidates, and rank by personalized PageRank seeded by the query's
   dense scores, weighted `ASSOCIATIVE_CENTRALITY_WEIGHT`. Default pipeline on the multi-hop
-  sets, Recall@5: 58.2 -> 68.8 (hipporag_musique), 73.3 -> 80.8 (migres_2wiki).
+  sets, Recall@5: 58.2 -> 68.8 (hipporag_musique), 73.3 -> 80.8 (migres_2wiki). The legs
+  meet by rank: fusing their scores first lost 1 to 1.5 points on three of the five sets
+  (ADR 37).
 
 The store is associative when some nodes join two or more assets and a walk through them
 stays selective: at most `SELECTIVE_NEIGHBOURS` assets two hops from an asset on average.
@@ -28,7 +31,7 @@ from enum import StrEnum
 
 from connectors.contract.graph_shape import GraphShape
 from uda.query.contracts import Centrality, Traverse
-from uda.query.fusion import Leg
+from uda.query.fusion import Leg, RelevanceFusion
 
 SELECTIVE_NEIGHBOURS = 100.0
 ASSOCIATIVE_CENTRALITY_WEIGHT = 4.0
@@ -50,6 +53,7 @@ class ModeSettings:
     centrality: Centrality
     graph_candidates: bool
     centrality_weight: float | None  # None: the profile's weight
+    relevance: RelevanceFusion  # how the semantic and lexical legs meet
 
 
 _SETTINGS: Mapping[AutoMode, ModeSettings] = {
@@ -59,6 +63,7 @@ _SETTINGS: Mapping[AutoMode, ModeSettings] = {
         centrality="degree",
         graph_candidates=False,
         centrality_weight=None,
+        relevance="scores",
     ),
     AutoMode.ASSOCIATIVE: ModeSettings(
         expand_depth=2,
@@ -66,6 +71,7 @@ _SETTINGS: Mapping[AutoMode, ModeSettings] = {
         centrality="pagerank",
         graph_candidates=True,
         centrality_weight=ASSOCIATIVE_CENTRALITY_WEIGHT,
+        relevance="ranks",
     ),
 }
 
