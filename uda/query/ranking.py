@@ -142,8 +142,12 @@ def _contributions(
     `Evidence.ranks` keeps each leg's own rank for `explain()`; only the fusion sees the
     joint one.
     """
-    joint = joint_relevance_ranks(semantic, lexical, plan.weights)
-    if plan.relevance != "scores" or joint is None:
+    joint = (
+        joint_relevance_ranks(semantic, lexical, plan.weights)
+        if plan.relevance == "scores"
+        else None
+    )
+    if joint is None:
         return fusion.contributions(ranks, plan.weights)
     fused_ranks = {**ranks, Leg.SEMANTIC: joint, Leg.LEXICAL: joint}
     return attribute_joint_contributions(
