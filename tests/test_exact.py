@@ -10,8 +10,8 @@ import itertools
 import json
 
 import pytest
+from ranking_fixtures import stored_document
 
-from connectors.contract.system_of_record import LazyJSON, StoredState
 from uda.config import SearchDefaults
 from uda.query.auto.choice import choose
 from uda.query.contracts import SearchRequest
@@ -235,24 +235,6 @@ def test_boost_when_nothing_can_score() -> None:
 # -- rank(): perfect matches first, by fused score among themselves ---------------------------
 
 
-def _state(eid: str, name: str) -> StoredState:
-    payload = {"element_id": eid, "name": name, "text": "t", "sensitivity": "public"}
-    return StoredState(
-        element_id=eid,
-        version=1,
-        hlc=1,
-        element_type="Document",
-        name=name,
-        sensitivity_rank=0,
-        scope=None,
-        timestamp_ms=0,
-        tombstone=False,
-        content_hash=eid,
-        payload=LazyJSON(json.dumps(payload)),
-        filter_values=LazyJSON("{}"),
-    )
-
-
 def _rank(query: str, names: dict[str, str], semantic: dict[str, str], lexical: dict[str, str]):
     """Rank candidates: semantic and lexical give (text) in order, best first."""
     plan = make_plan(
@@ -264,7 +246,7 @@ def _rank(query: str, names: dict[str, str], semantic: dict[str, str], lexical: 
         system_of_record="s",
         auto=choose(None),
     )
-    states = {eid: _state(eid, name) for eid, name in names.items()}
+    states = {eid: stored_document(eid, name) for eid, name in names.items()}
     semantic_raw = {eid: (1.0 - i / 100, text) for i, (eid, text) in enumerate(semantic.items())}
     lexical_raw = {eid: (10.0 - i, text) for i, (eid, text) in enumerate(lexical.items())}
     candidates = sorted(names)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from ranking_fixtures import stored_document
 
 import uda
-from connectors.contract.system_of_record import LazyJSON, StoredState
 from ontology import Document
 from uda.config import SearchDefaults
 from uda.query.auto.choice import choose
@@ -127,22 +126,6 @@ def test_the_same_scores_on_both_legs_keep_their_order(scores: dict[str, float])
 
 
 # -- rank(): the plan's relevance setting decides ------------------------------------------
-def _state(eid: str) -> StoredState:
-    payload = {"element_id": eid, "name": eid, "text": "t", "sensitivity": "public"}
-    return StoredState(
-        element_id=eid,
-        version=1,
-        hlc=1,
-        element_type="Document",
-        name=eid,
-        sensitivity_rank=0,
-        scope=None,
-        timestamp_ms=0,
-        tombstone=False,
-        content_hash=eid,
-        payload=LazyJSON(json.dumps(payload)),
-        filter_values=LazyJSON("{}"),
-    )
 
 
 def test_rank_follows_the_plans_relevance_setting() -> None:
@@ -165,7 +148,7 @@ def test_rank_follows_the_plans_relevance_setting() -> None:
             dataclasses.replace(plan, relevance=relevance),
             ReciprocalRankFusion(),
             candidates,
-            {eid: _state(eid) for eid in candidates},
+            {eid: stored_document(eid) for eid in candidates},
             {eid: (score, "t") for eid, score in semantic.items()},
             {eid: (score, "t") for eid, score in lexical.items()},
             [],

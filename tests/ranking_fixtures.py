@@ -1,0 +1,27 @@
+"""Hand-made element states for tests of `rank()` (no store behind them)."""
+
+from __future__ import annotations
+
+import json
+
+from connectors.contract.system_of_record import LazyJSON, StoredState
+
+
+def stored_document(element_id: str, name: str | None = None) -> StoredState:
+    """A public, current `Document` state at HLC 1, named `name` (default: its id)."""
+    name = element_id if name is None else name
+    payload = {"element_id": element_id, "name": name, "text": "t", "sensitivity": "public"}
+    return StoredState(
+        element_id=element_id,
+        version=1,
+        hlc=1,
+        element_type="Document",
+        name=name,
+        sensitivity_rank=0,
+        scope=None,
+        timestamp_ms=0,
+        tombstone=False,
+        content_hash=element_id,
+        payload=LazyJSON(json.dumps(payload)),
+        filter_values=LazyJSON("{}"),
+    )
