@@ -339,6 +339,32 @@ class RelationalCapable(ABC):
         """
 
     @abstractmethod
+    async def bridges(
+        self, asset_types: Sequence[str], clearance: ShapeClearance, widest: int
+    ) -> list[str]:
+        """Ids of the nodes adjacent to two to `widest` assets `clearance` sees, sorted.
+
+        `BRIDGES_SQL`, one query: what `uda tune` samples its pseudo-queries from.
+        """
+
+    @abstractmethod
+    async def bridge_assets(
+        self, nodes: Sequence[str], asset_types: Sequence[str], clearance: ShapeClearance
+    ) -> dict[str, list[str]]:
+        """The assets adjacent to each of `nodes` that `clearance` sees (`BRIDGE_ASSETS_SQL`).
+
+        One query; a node with no such asset is left out.
+        """
+
+    @abstractmethod
+    async def tuning(self) -> str | None:
+        """The settings `uda tune` recorded last (a JSON document), None before it ran."""
+
+    @abstractmethod
+    async def record_tuning(self, document: str | None) -> None:
+        """Keep `document` as the store's tuning, replacing the one before (None: forget it)."""
+
+    @abstractmethod
     async def latest_versions(self) -> dict[str, int]:
         """Every element id (tombstoned ones too: they stay graph nodes) and its newest version."""
 

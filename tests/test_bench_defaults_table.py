@@ -135,3 +135,28 @@ def test_the_report_shows_the_table_in_its_suite_and_the_json_rows() -> None:
     assert json_rows[0]["suite"] == "multihop"
     assert json_rows[0]["best_variant"] == "dense+PPR w=4 +graph candidates"
     assert json_rows[0]["defaults_minus_best_leg_points"] == pytest.approx(-4.0)
+
+
+def test_the_tuned_defaults_are_their_own_column_and_never_the_best_variant() -> None:
+    rows = [
+        *_multihop_rows(),
+        _row(
+            "musique",
+            "full pipeline after uda tune",
+            {"recall@5": 0.75, "recall@2": 0.45},
+            profile="embedded",
+        ),
+    ]
+    found = {(c.profile, c.metric): c for c in comparisons("multihop", rows)}
+    r5 = found[("embedded", "recall@5")]
+    assert r5.tuned == 0.75
+    assert r5.best_variant == "dense+PPR w=4 +graph candidates"  # not the tuned defaults
+    assert r5.tuned_variant_points == pytest.approx(7.0)
+    assert r5.tuned_leg_points == pytest.approx(13.0)
+    assert found[("server", "recall@5")].tuned is None
+    lines = section("multihop", rows)
+    assert any("after `uda tune`" in line for line in lines)
+    assert any("| 0.750 |" in line for line in lines)
+    assert report_rows({"multihop": {"rows": rows}})[0]["after_uda_tune"] == 0.75
+    untuned = section("multihop", _multihop_rows())
+    assert not any("after `uda tune`" in line for line in untuned if line.startswith("|"))

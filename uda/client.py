@@ -41,6 +41,8 @@ from uda.query.online import OfflineStores
 from uda.query.planner import Planner
 from uda.query.results import SearchResponse
 from uda.query.saved import SavedQuery
+from uda.tuning import Tuning
+from uda.tuning import run as tuning_run
 from uda.write import consistency
 from uda.write.consistency import ConsistencyReport, RepairReport
 from uda.write.ingest import SourceIngestReport, SourceOptions, ingest_source
@@ -133,6 +135,11 @@ class AsyncClient:
             defaults=self.profile.search,
             offline=offline,
         )
+        try:
+            await self._planner.tuning.read()  # what `uda tune` recorded, if anything
+        except BaseException:
+            await self.close()
+            raise
         deadlines = self.profile.search.deadlines
         sor_call_s = deadlines.call_for(cast("Connector", sor).name)
         self._writer = Writer(
@@ -341,7 +348,7 @@ class AsyncClient:
         """Counts from the system of record, with the embedder and the model of the vectors.
 
         `graph` is the graph's shape and the mode the planner's automatic mode chooses from
-        it (uda/query/auto).
+        it (uda/query/auto); `tuning` is what `uda tune` recorded (None: never run).
 
         `embedding_model` is the fingerprint the store recorded with its first write (None
         before it); `embedder` is the profile's runtime.
@@ -349,13 +356,59 @@ class AsyncClient:
         planner, _ = self._require()
         sor = self._system_of_record()
         shape = await planner.graph_shape()
+        tuning = await planner.tuning.read()
         return {
             "profile": self.profile.name,
             "embedder": self.profile.embedder,
             "embedding_model": await sor.embedding_model(),
             **(await sor.counts()),
             "graph": {**shape.to_dict(), "auto_mode": choose(shape).mode.value},
+            "tuning": None if tuning is None else tuning.to_dict(),
         }
+
+    async def tune(
+        self,
+        *,
+        queries: int = tuning_run.DEFAULT_QUERIES,
+        seed: int = 0,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Tuning:
+        """Choose the associative mode's PageRank weight on this store's own data; record it.
+
+        Pseudo-queries built from the store (a sentence of an asset, answered by an asset
+        that shares a node with it) measure each weight of a fixed grid; half the queries
+        choose, the other half must confirm (uda/tuning, ADR 38). Searches then use the
+        recorded weight below the profile's `[search.weights]` and the request's own.
+
+        Args:
+            queries: how many pseudo-queries (40 to 2000).
+            seed: which ones; the same store and seed give the same choice.
+            dry_run: measure and choose, record nothing.
+            progress: called with (searches done, searches in all).
+
+        Raises:
+            InvalidRequestError: `queries` out of range.
+            NothingToTuneError: too little graph to build the queries from.
+        """
+        planner, _ = self._require()
+        tuning = await tuning_run.tune(
+            planner,
+            self._system_of_record(),
+            queries=queries,
+            seed=seed,
+            dry_run=dry_run,
+            progress=progress,
+        )
+        if not dry_run:
+            planner.tuning.keep(tuning)
+        return tuning
+
+    async def forget_tuning(self) -> None:
+        """Forget what `tune` recorded: searches use the mode's own weight again."""
+        planner, _ = self._require()
+        await self._system_of_record().record_tuning(None)
+        planner.tuning.keep(None)
 
     async def check(self) -> ConsistencyReport:
         """Compare every derived store with the system of record; changes nothing.
@@ -524,6 +577,23 @@ class Client(SyncFacade[AsyncClient, SearchResponse]):
     def stats(self) -> dict[str, Any]:
         """Counts from the system of record."""
         return self._call(self._async.stats())
+
+    def tune(
+        self,
+        *,
+        queries: int = tuning_run.DEFAULT_QUERIES,
+        seed: int = 0,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Tuning:
+        """Tune the PageRank weight on this store's own data; see `AsyncClient.tune`."""
+        return self._call(
+            self._async.tune(queries=queries, seed=seed, dry_run=dry_run, progress=progress)
+        )
+
+    def forget_tuning(self) -> None:
+        """Forget what `tune` recorded; see `AsyncClient.forget_tuning`."""
+        self._call(self._async.forget_tuning())
 
     def check(self) -> ConsistencyReport:
         """Compare every derived store with the system of record; see `AsyncClient.check`."""

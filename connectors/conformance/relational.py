@@ -275,6 +275,53 @@ class RelationalConformance(ConformanceBase):
         # secret, scoped (2); p2 bridges secret alone; scoped bridges p1 alone.
         assert (everything.bridges, everything.asset_pairs, everything.widest_bridge) == (3, 10, 3)
 
+    async def test_relational_bridges(self, relational: RelationalCapable) -> None:
+        """Selective bridges by id, and their assets, as the clearance sees them."""
+        states = [
+            *(state(x, 1, 100) for x in ("d1", "d2", "d3", "d4")),
+            state("secret", 1, 100, sensitivity_rank=2),
+            state("e1", 1, 100, element_type="Person"),
+            state("e2", 1, 100, element_type="Person"),
+            state("hub", 1, 100, element_type="Person"),
+        ]
+        edges = [
+            edge("d1", "mentions", "e1"),  # e1: d1, d2 (and secret, for those cleared)
+            edge("e1", "mentions", "d2"),
+            edge("secret", "mentions", "e1"),
+            edge("d3", "mentions", "e2"),  # e2: one asset, no bridge
+            *(edge(x, "partOf", "hub") for x in ("d1", "d2", "d3", "d4")),  # four assets
+            edge("d4", "mentions", "e2", 100, 150),  # closed
+        ]
+        await relational.commit(WriteBatch(states=states, edges=edges, hlc=100))
+        public = ShapeClearance(0)
+        everything = ShapeClearance(max_sensitivity_rank=9, all_projects=True)
+        # d1 and d2 bridge each other through nothing direct; e1 and hub are the bridges.
+        assert await relational.bridges(["Document"], public, 3) == ["e1"]
+        assert await relational.bridges(["Document"], public, 4) == ["e1", "hub"]
+        assert await relational.bridges(["Document"], everything, 3) == ["e1"]
+        assert await relational.bridge_assets(
+            ["e1", "hub", "e2", "missing"], ["Document"], public
+        ) == {
+            "e1": ["d1", "d2"],
+            "e2": ["d3"],
+            "hub": ["d1", "d2", "d3", "d4"],
+        }
+        seen = await relational.bridge_assets(["e1"], ["Document"], everything)
+        assert seen == {"e1": ["d1", "d2", "secret"]}
+        assert await relational.bridge_assets([], ["Document"], everything) == {}
+
+    async def test_relational_tuning(self, relational: RelationalCapable) -> None:
+        """The tuning document is kept as written; a second replaces the first."""
+        assert await relational.tuning() is None
+        await relational.record_tuning('{"centrality_weight": 8}')
+        assert await relational.tuning() == '{"centrality_weight": 8}'
+        await relational.record_tuning('{"centrality_weight": 2, "note": "é"}')
+        assert await relational.tuning() == '{"centrality_weight": 2, "note": "é"}'
+        await relational.record_tuning(None)
+        assert await relational.tuning() is None
+        await relational.record_tuning(None)  # forgetting twice is no error
+        assert await relational.tuning() is None
+
     async def test_relational_outbox(self, relational: RelationalCapable) -> None:
         """One entry per store for every state and edge a commit touches; ack; enqueue."""
         await relational.commit(

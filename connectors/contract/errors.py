@@ -67,6 +67,10 @@ class MissingCapabilityError(UserError):
     """The profile lacks a connector with a capability the request needs."""
 
 
+class NothingToTuneError(UserError):
+    """`uda tune` found too little graph to build its pseudo-queries from (nothing recorded)."""
+
+
 class ConfigError(UserError):
     """A profile or configuration file is malformed."""
 
@@ -165,6 +169,7 @@ __all__ = [
     "InvalidRequestError",
     "MissingCapabilityError",
     "MissingElementError",
+    "NothingToTuneError",
     "PlanError",
     "QueryNotFoundError",
     "StoresBehindError",

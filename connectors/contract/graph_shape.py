@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 # graph context, uda/query/graph_context.py). Both systems of record run this statement
 # with their own placeholders for the rank, whether every project is allowed, the projects
 # (a list) and the asset types (a list), and the live-state marker `{open}`.
-GRAPH_SHAPE_SQL = """
+_VISIBLE_LINKS = """
 WITH visible AS (
     SELECT element_id, element_type FROM states
     WHERE valid_to = {open} AND NOT tombstone AND sensitivity_rank >= 0
@@ -34,12 +34,27 @@ links AS (
     FROM live l JOIN assets a ON a.element_id = l.target_id
     UNION
     SELECT l.target_id AS node, l.source_id AS asset
-    FROM live l JOIN assets a ON a.element_id = l.source_id),
+    FROM live l JOIN assets a ON a.element_id = l.source_id)"""
+_SHAPE = """,
 bridges AS (SELECT node, count(*) AS d FROM links GROUP BY node HAVING count(*) >= 2)
 SELECT (SELECT count(*) FROM assets), (SELECT count(*) FROM live), count(*),
        coalesce(sum(d * (d - 1)), 0), coalesce(max(d), 0)
 FROM bridges
 """
+GRAPH_SHAPE_SQL = _VISIBLE_LINKS + _SHAPE
+# The bridges adjacent to between two and `{widest}` assets, by id (`uda tune` samples them:
+# a selective bridge is where a second hop can tell something). Same placeholders as the
+# shape, then `{widest}`.
+BRIDGES_SQL = (
+    _VISIBLE_LINKS
+    + "\nSELECT node FROM links GROUP BY node HAVING count(*) >= 2 AND count(*) <= {widest}"
+    + "\nORDER BY node\n"
+)
+# The assets adjacent to some bridges: the shape's placeholders, then `{nodes}` (a list).
+BRIDGE_ASSETS_SQL = (
+    _VISIBLE_LINKS
+    + "\nSELECT node, asset FROM links WHERE node IN ({nodes}) ORDER BY node, asset\n"
+)
 
 
 @dataclass(frozen=True)
@@ -92,4 +107,11 @@ class GraphShape:
         )
 
 
-__all__ = ["EVERYTHING", "GRAPH_SHAPE_SQL", "GraphShape", "ShapeClearance"]
+__all__ = [
+    "BRIDGES_SQL",
+    "BRIDGE_ASSETS_SQL",
+    "EVERYTHING",
+    "GRAPH_SHAPE_SQL",
+    "GraphShape",
+    "ShapeClearance",
+]

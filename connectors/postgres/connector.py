@@ -46,6 +46,7 @@ from connectors.postgres import record_partitions
 from connectors.postgres import sql as q
 from connectors.postgres import values as pv
 from connectors.postgres.aggregation import Select
+from connectors.postgres.graph_reads import BRIDGE_ASSETS, BRIDGES, GRAPH_SHAPE, view_parameters
 from connectors.postgres.lexical import PostgresTextLeg
 from connectors.postgres.selection import select_sql
 from connectors.postgres.vector import PostgresVectorLeg
@@ -332,14 +333,42 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         self, asset_types: Sequence[str], clearance: ShapeClearance
     ) -> GraphShape:
         """The current graph's shape as `clearance` sees it, in one statement."""
-        params = {
-            "rank": clearance.max_sensitivity_rank,
-            "all_projects": clearance.all_projects,
-            "projects": [p for p in clearance.projects if q.storable(p)],
-            "types": list(asset_types),
-        }
-        rows = await self._select(q.GRAPH_SHAPE, params)
+        rows = await self._select(GRAPH_SHAPE, view_parameters(asset_types, clearance))
         return GraphShape.of_row(tuple(rows[0]))
+
+    async def bridges(
+        self, asset_types: Sequence[str], clearance: ShapeClearance, widest: int
+    ) -> list[str]:
+        """Nodes adjacent to two to `widest` assets `clearance` sees, sorted; one statement."""
+        params = {**view_parameters(asset_types, clearance), "widest": widest}
+        return [str(row[0]) for row in await self._select(BRIDGES, params)]
+
+    async def bridge_assets(
+        self, nodes: Sequence[str], asset_types: Sequence[str], clearance: ShapeClearance
+    ) -> dict[str, list[str]]:
+        """The assets adjacent to each of `nodes` that `clearance` sees; one statement."""
+        params = {**view_parameters(asset_types, clearance), "nodes": pv.storable(nodes)}
+        found: dict[str, list[str]] = {}
+        for node, asset in await self._select(BRIDGE_ASSETS, params):
+            found.setdefault(str(node), []).append(str(asset))
+        return found
+
+    async def tuning(self) -> str | None:
+        """The document `uda tune` recorded last (`settings`' `tuning`), if any."""
+        rows = await self._select("SELECT value FROM settings WHERE key = 'tuning'")
+        return str(rows[0][0]) if rows else None
+
+    async def record_tuning(self, document: str | None) -> None:
+        """Keep `document` as `settings`' `tuning`, replacing the one before (None: forget)."""
+        async with self._connection() as conn, conn.transaction():
+            if document is None:
+                await conn.execute("DELETE FROM settings WHERE key = 'tuning'")
+                return
+            await conn.execute(
+                "INSERT INTO settings (key, value) VALUES ('tuning', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (document,),
+            )
 
     async def expected_chunks(self) -> dict[str, int]:
         """Every chunk id with its state's `valid_to`."""

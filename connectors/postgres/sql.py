@@ -13,7 +13,6 @@ from decimal import Decimal
 from typing import Any
 
 from connectors.contract.filter_tree import AllOf, AnyOf, FilterNode, Not, RelationPredicate
-from connectors.contract.graph_shape import GRAPH_SHAPE_SQL
 from connectors.contract.patterns import LikeToken, folded_tokens, like_tokens, multi_folds
 from connectors.contract.predicates import Op, Predicate, Scalar
 from connectors.contract.records import OPEN, SearchFilter
@@ -223,13 +222,6 @@ SELECT (SELECT count(*) FROM states),
        (SELECT count(*) FROM edges WHERE valid_to = {OPEN}),
        (SELECT count(*) FROM outbox)
 """  # noqa: S608 - fixed fragments only
-GRAPH_SHAPE = GRAPH_SHAPE_SQL.format(
-    open=OPEN,
-    rank="%(rank)s",
-    all_projects="%(all_projects)s",
-    projects="SELECT unnest(%(projects)s::text[])",
-    types="SELECT unnest(%(types)s::text[])",
-)
 EXPECTED_CHUNKS = """
 SELECT c.chunk_id, s.valid_to FROM chunks c
 JOIN states s ON s.element_id = c.element_id AND s.version = c.version

@@ -23,7 +23,7 @@ from connectors.analyzer import query_terms
 from connectors.base import Connector, RelationalCapable, TextCapable
 from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import ConnectorError
-from connectors.contract.graph_shape import GRAPH_SHAPE_SQL, GraphShape, ShapeClearance
+from connectors.contract.graph_shape import GraphShape, ShapeClearance
 from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
 from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
@@ -42,6 +42,7 @@ from connectors.sql_filters import compile_filter
 from connectors.sqlite import aggregation as sqlite_aggregation
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connections import SQLiteConnections
+from connectors.sqlite.graph_reads import BRIDGE_ASSETS, BRIDGES, GRAPH_SHAPE, view_parameters
 from connectors.sqlite.json_rows import read_json_rows
 from connectors.sqlite.saved_queries import SavedQueryFile, move_from_store
 from connectors.sqlite.schema import (
@@ -64,16 +65,6 @@ from connectors.sqlite.selection import select_sql
 
 T = TypeVar("T")
 _WORKERS = 4  # reader threads (each with its own connection) beside the one writer
-
-
-# The graph's shape (parameters: rank, all projects, projects and asset types as JSON).
-GRAPH_SHAPE = GRAPH_SHAPE_SQL.format(
-    open=OPEN,
-    rank="?",
-    all_projects="?",
-    projects="SELECT value FROM json_each(?)",
-    types="SELECT value FROM json_each(?)",
-)
 
 
 class SQLiteConnector(Connector, RelationalCapable, TextCapable):
@@ -364,16 +355,47 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
         self, asset_types: Sequence[str], clearance: ShapeClearance
     ) -> GraphShape:
         """The current graph's shape as `clearance` sees it, in one statement."""
-        rows = await self._select(
-            GRAPH_SHAPE,
-            (
-                clearance.max_sensitivity_rank,
-                int(clearance.all_projects),
-                json.dumps(list(clearance.projects)),
-                json.dumps(list(asset_types)),
-            ),
-        )
+        rows = await self._select(GRAPH_SHAPE, view_parameters(asset_types, clearance))
         return GraphShape.of_row(tuple(rows[0]))
+
+    async def bridges(
+        self, asset_types: Sequence[str], clearance: ShapeClearance, widest: int
+    ) -> list[str]:
+        """Nodes adjacent to two to `widest` assets `clearance` sees, sorted; one statement."""
+        rows = await self._select(BRIDGES, (*view_parameters(asset_types, clearance), widest))
+        return [str(row[0]) for row in rows]
+
+    async def bridge_assets(
+        self, nodes: Sequence[str], asset_types: Sequence[str], clearance: ShapeClearance
+    ) -> dict[str, list[str]]:
+        """The assets adjacent to each of `nodes` that `clearance` sees; one statement."""
+        view = view_parameters(asset_types, clearance)
+        rows = await self._select(BRIDGE_ASSETS, (*view, json.dumps(list(nodes))))
+        found: dict[str, list[str]] = {}
+        for node, asset in rows:
+            found.setdefault(str(node), []).append(str(asset))
+        return found
+
+    async def tuning(self) -> str | None:
+        """The document `uda tune` recorded last (`meta`'s `tuning`), if any."""
+        rows = await self._select("SELECT value FROM meta WHERE key = 'tuning'")
+        return str(rows[0][0]) if rows else None
+
+    async def record_tuning(self, document: str | None) -> None:
+        """Keep `document` as `meta`'s `tuning`, replacing the one before (None: forget it)."""
+
+        def record() -> None:
+            with self._transaction() as conn:
+                if document is None:
+                    conn.execute("DELETE FROM meta WHERE key = 'tuning'")
+                    return
+                conn.execute(
+                    "INSERT INTO meta VALUES ('tuning', ?) "
+                    "ON CONFLICT DO UPDATE SET value = excluded.value",
+                    (document,),
+                )
+
+        await self._run(record)
 
     # -- consistency: what the derived stores should hold (uda/write/consistency.py) -------------
     async def expected_chunks(self) -> dict[str, int]:

@@ -36,6 +36,8 @@ from uda.cli.search import (
     run_rerun,
     run_search,
 )
+from uda.cli.tune import add_tune_parser, run_tune
+from uda.cli.tune import summary as tuning_summary
 from uda.errors import ConnectorError, PlanError, StoresBehindError, UDAError, UserError
 from uda.http.serve import add_serve_parser, run_serve
 
@@ -56,6 +58,7 @@ examples:
   uda export --where '{"status": "accepted"}' --order-by=-timestamp --output accepted.parquet
   uda fields partOf.                            the paths filters may name, with their values
   uda check && uda sync                         verify every store, then repair
+  uda tune                                      choose the graph's weight on your own data
   uda --path /data/uda stats                    use another data folder
   uda serve --keys keys.toml --port 8080        the HTTP service (JSON and Arrow)
   uda mcp --clearance internal                  the agent tools for an MCP client (stdio)
@@ -187,6 +190,7 @@ def _parser() -> argparse.ArgumentParser:
     add_embed_server_parser(commands)
     add_mcp_parser(commands)
     add_aggregate_parser(commands)
+    add_tune_parser(commands)
     data.add_data_parsers(commands)
     return parser
 
@@ -264,6 +268,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return run_aggregate(client, args)
         if args.command == "rerun":
             return run_rerun(client, args)
+        if args.command == "tune":
+            return run_tune(client, args)
         if args.command == "check":
             report = client.check()
             print(report)
@@ -272,6 +278,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(client.repair())
             return EXIT_OK
         stats = client.stats()
+        stats["tuning"] = tuning_summary(stats.get("tuning"))
         print("\n".join(f"{key:>10}: {_stat(value)}" for key, value in stats.items()))
         return EXIT_OK
 

@@ -39,6 +39,8 @@ class Position:
         query_id: the saved query the pages belong to.
         auto: ranked answers: the automatic mode the first page ran in (`AutoMode`), so
             that every page ranks the same way even if the store's graph changed between.
+        tuned_weight: ranked answers: the PageRank weight `uda tune` had chosen when the
+            first page ran (None: none), kept for the same reason.
     """
 
     as_of: int
@@ -48,6 +50,7 @@ class Position:
     after: Keyset | None = None
     query_id: str | None = None
     auto: str | None = None
+    tuned_weight: float | None = None
 
 
 def _b64(data: bytes) -> str:
@@ -87,6 +90,8 @@ class Cursors:
         }
         if after is None:
             body.update(o=position.offset, p=position.pool, a=position.auto)
+            if position.tuned_weight is not None:
+                body["w"] = position.tuned_weight
         else:
             body.update(k=[after.value, after.element_id])
         payload = json.dumps(body, separators=(",", ":")).encode()
@@ -127,6 +132,7 @@ class Cursors:
                 pool=None if pool is None else int(pool),
                 query_id=query_id,
                 auto=None if body.get("a") is None else str(body["a"]),
+                tuned_weight=None if body.get("w") is None else float(body["w"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidRequestError):

@@ -101,7 +101,13 @@ class Plan:
                 if self.relevance == "scores"
                 else "; fused by rank"
             ),
-            f"auto: {self.auto.mode} mode ({self.auto.reason}); the request's options win",
+            f"auto: {self.auto.mode} mode ({self.auto.reason})"
+            + (
+                f"; PageRank weight {self.auto.tuned_weight:g} tuned on this store (`uda tune`)"
+                if self.auto.tuned_weight is not None
+                else ""
+            )
+            + "; the request's options win",
         ]
         for degradation in self.degraded:
             lines.append(f"degraded: {degradation.describe()}")

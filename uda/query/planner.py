@@ -71,6 +71,7 @@ from uda.query.results import SearchResponse
 from uda.query.saved import SavedQuery
 from uda.query.searches import Searches
 from uda.query.structured import select_page, structured_result
+from uda.tuning.stored import StoredTuning
 
 T = TypeVar("T")
 
@@ -117,21 +118,27 @@ class Planner:
         self._offline = offline if isinstance(offline, OfflineStores) else OfflineStores(offline)
         # What the automatic mode decides from (uda/query/auto).
         self._shapes = GraphShapes(system_of_record)
+        self.tuning = StoredTuning(system_of_record)  # what `uda tune` chose (uda/tuning)
 
-    def plan(self, request: SearchRequest, auto: str | None = None) -> Plan:
+    def plan(
+        self, request: SearchRequest, auto: str | None = None, tuned_weight: float | None = None
+    ) -> Plan:
         """Resolve a request against the profile (validates clearance, filters, types).
 
         What the request leaves unset of the graph settings is the automatic mode's: `auto`
-        (a mode a first page pinned), else the one the graph's shape calls for.
+        (a mode a first page pinned, with the weight `tuned_weight` it had from `uda tune`),
+        else the one the graph's shape calls for, with the store's tuning.
         """
+        tuning = self.tuning.current
+        weight = None if tuning is None else tuning.centrality_weight
         if auto is not None:
-            choice = pinned_choice(AutoMode(auto))
+            choice = pinned_choice(AutoMode(auto), tuned_weight)
         elif self._defaults.graph_mode != "auto":
-            choice = profile_choice(AutoMode(self._defaults.graph_mode))
+            choice = profile_choice(AutoMode(self._defaults.graph_mode)).tuned(weight)
         elif request.query is None:
             choice = STRUCTURED_CHOICE
         else:
-            choice = choose(self._shapes.current(shape_clearance(request)))
+            choice = choose(self._shapes.current(shape_clearance(request))).tuned(weight)
         return make_plan(
             request,
             self._defaults,
@@ -143,8 +150,14 @@ class Planner:
         )
 
     async def ready(self, request: SearchRequest) -> None:
-        """Read the graph's shape as the request's clearance sees it, if that is due."""
-        if request.query is not None and self._defaults.graph_mode == "auto":
+        """Read the graph's shape as the request's clearance sees it, if that is due.
+
+        The store's tuning is read again in the background when it is old (never waited for).
+        """
+        if request.query is None:
+            return
+        self.tuning.refresh_if_due()
+        if self._defaults.graph_mode == "auto":
             await self._shapes.for_search(shape_clearance(request))
 
     def graph_changed(self) -> None:
@@ -181,6 +194,7 @@ class Planner:
         """Wait for the queries still being saved."""
         await self._searches.close()
         await self._shapes.close()
+        await self.tuning.close()
 
     async def answer(
         self, plan: Plan, position: Position | None, embedding: Sequence[float] | None = None

@@ -59,6 +59,7 @@ class SavedQuery:
             "now_ms": self.first_page.now_ms,
             "pool": self.first_page.pool,
             "auto": self.first_page.auto,
+            "tuned_weight": self.first_page.tuned_weight,
         }
         vector = None
         if self.embedding is not None:
@@ -88,9 +89,14 @@ class SavedQuery:
                 now_ms=body["now_ms"],
                 pool=body["pool"],
                 auto=body.get("auto"),  # None: saved before the automatic mode
+                tuned_weight=_weight(body.get("tuned_weight")),  # None: untuned, or older
             ),
             embedding=embedding,
         )
+
+
+def _weight(value: object) -> float | None:
+    return None if value is None else float(str(value))
 
 
 class QuerySaver:

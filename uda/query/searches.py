@@ -33,8 +33,10 @@ T = TypeVar("T")
 class Answers(Protocol):
     """What `Searches` needs of the planner: plans, and one page of a plan."""
 
-    def plan(self, request: SearchRequest, auto: str | None = None) -> Plan:
-        """Resolve a request against the profile (`auto`: a mode a first page pinned)."""
+    def plan(
+        self, request: SearchRequest, auto: str | None = None, tuned_weight: float | None = None
+    ) -> Plan:
+        """Resolve a request against the profile (`auto`, `tuned_weight`: a first page's)."""
         ...
 
     async def ready(self, request: SearchRequest) -> None:
@@ -76,7 +78,7 @@ class Searches:
         fingerprint = cursors.fingerprint(query_shape(plan))
         if request.cursor is not None:
             position = cursors.open(request.cursor, fingerprint)
-            plan = self._planner.plan(request, position.auto)
+            plan = self._planner.plan(request, position.auto, position.tuned_weight)
             return await self._page(pinned(plan, position), position, fingerprint)
         # The first page reads the store as it is; its stamp, read beside it, is what later
         # pages and reruns read at, whatever is written in between.
@@ -85,6 +87,7 @@ class Searches:
             now_ms=plan.as_of_ms,
             pool=plan.pool_size,
             auto=plan.auto.mode.value,
+            tuned_weight=plan.auto.tuned_weight,
         )
         stamp = None if plan.as_of is not None else asyncio.ensure_future(self._sor.last_hlc())
         try:
@@ -129,7 +132,7 @@ class Searches:
         fingerprint = cursors.fingerprint(query_shape(plan))
         position = saved.first_page if cursor is None else cursors.open(cursor, fingerprint)
         position = replace(position, query_id=saved.query_id)
-        plan = self._planner.plan(request, position.auto)
+        plan = self._planner.plan(request, position.auto, position.tuned_weight)
         return await self._page(
             pinned(plan, position), position, fingerprint, embedding=saved.embedding
         )

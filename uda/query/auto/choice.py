@@ -26,8 +26,9 @@ a ranking, and the `context` mode costs least.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from connectors.contract.graph_shape import GraphShape
 from uda.query.contracts import Centrality, Traverse
@@ -82,15 +83,33 @@ class AutoChoice:
 
     mode: AutoMode
     reason: str
+    # The PageRank weight `uda tune` chose for the associative mode (None: the mode's own).
+    tuned_weight: float | None = None
 
     @property
     def settings(self) -> ModeSettings:
         """What the mode sets."""
         return _SETTINGS[self.mode]
 
-    def to_dict(self) -> dict[str, str]:
+    @property
+    def centrality_weight(self) -> float | None:
+        """The centrality weight the mode sets (None: the profile's)."""
+        if self.tuned_weight is not None and self.mode is AutoMode.ASSOCIATIVE:
+            return self.tuned_weight
+        return self.settings.centrality_weight
+
+    def tuned(self, weight: float | None) -> AutoChoice:
+        """This choice with the store's tuned weight, which only the associative mode uses."""
+        if weight is None or self.mode is not AutoMode.ASSOCIATIVE:
+            return self
+        return replace(self, tuned_weight=weight)
+
+    def to_dict(self) -> dict[str, Any]:
         """Plain data for `explain()` and logs."""
-        return {"mode": self.mode.value, "reason": self.reason}
+        data: dict[str, Any] = {"mode": self.mode.value, "reason": self.reason}
+        if self.tuned_weight is not None:
+            data["tuned_centrality_weight"] = self.tuned_weight
+        return data
 
 
 def choose(shape: GraphShape | None) -> AutoChoice:
@@ -132,21 +151,27 @@ def profile_choice(mode: AutoMode) -> AutoChoice:
     return AutoChoice(mode=mode, reason="the profile sets [search] graph_mode")
 
 
-def pinned_choice(mode: AutoMode) -> AutoChoice:
-    """The mode a later page keeps: the first page's, whatever the shape is now."""
-    return AutoChoice(mode=mode, reason="kept from the first page of this query")
+def pinned_choice(mode: AutoMode, tuned_weight: float | None = None) -> AutoChoice:
+    """The mode a later page keeps: the first page's, whatever the shape or tuning is now."""
+    choice = AutoChoice(mode=mode, reason="kept from the first page of this query")
+    return choice.tuned(tuned_weight)
 
 
-def choice_from_dict(data: Mapping[str, str] | None) -> AutoChoice:
+def choice_from_dict(data: Mapping[str, Any] | None) -> AutoChoice:
     """An `AutoChoice.to_dict()` back (None: a plan recorded before the automatic mode)."""
     if data is None:
         return AutoChoice(mode=AutoMode.CONTEXT, reason="recorded before the automatic mode")
-    return AutoChoice(mode=AutoMode(data["mode"]), reason=str(data["reason"]))
+    tuned = data.get("tuned_centrality_weight")
+    return AutoChoice(
+        mode=AutoMode(data["mode"]),
+        reason=str(data["reason"]),
+        tuned_weight=None if tuned is None else float(tuned),
+    )
 
 
 def leg_weight_overrides(choice: AutoChoice) -> Mapping[Leg, float]:
     """The weights the mode sets (applied below the profile's and the request's own)."""
-    weight = choice.settings.centrality_weight
+    weight = choice.centrality_weight
     return {} if weight is None else {Leg.CENTRALITY: weight}
 
 
