@@ -16,6 +16,7 @@ from typing import Any
 
 from uda.cli.exits import EXIT_BACKEND, EXIT_OK, CliError
 from uda.cli.render import emit
+from uda.query import bounds
 
 
 def add_search_parsers(commands: Any, epilog: str) -> None:
@@ -166,6 +167,12 @@ def parse_where(text: str) -> dict[str, Any]:
             f"{source}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
             field="--where",
             value=text,
+        ) from None
+    except RecursionError:  # deeper than Python's parser goes: far beyond any bound
+        raise CliError(
+            f"{source}: lists and objects nest at most {bounds.MAX_DEPTH} deep",
+            field="--where",
+            value=bounds.short(text),
         ) from None
     if not isinstance(tree, dict):
         raise CliError(f"{source}: a filter tree is a JSON object", field="--where", value=text)

@@ -19,6 +19,7 @@ from uda import hlc
 from uda.errors import InvalidRequestError
 from uda.http.auth import Authenticator, Principal
 from uda.http.models import IngestIn
+from uda.query import bounds
 from uda.query.contracts import SearchRequest, error_location
 
 M = TypeVar("M", bound=BaseModel)
@@ -32,18 +33,25 @@ def header_values(request: Request) -> dict[str, list[str]]:
     return out
 
 
-async def parse_body(request: Request, model: type[M]) -> M:
-    """A body as `model`, strictly: `"5"` is not a number and `true` is not 1."""
+async def parse_body(request: Request, model: type[M], *, bounded: bool = True) -> M:
+    """A body as `model`, strictly: `"5"` is not a number and `true` is not 1.
+
+    `bounded`: the request bounds hold (uda/query/bounds.py), as for every surface's request;
+    an ingest body is bounded by its size alone.
+    """
     media = (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
     if media != "application/json" and not media.endswith("+json"):
         raise HTTPException(415, "send the body as JSON (Content-Type: application/json)")
     try:
-        return model.model_validate_json(await request.body(), strict=True)
+        parsed = model.model_validate_json(await request.body(), strict=True)
     except ValidationError as exc:
         errors: list[Any] = [
             {**e, "loc": ("body", *error_location(e))} for e in exc.errors(include_url=False)
         ]
         raise RequestValidationError(errors) from None
+    if bounded:
+        bounds.check({name: getattr(parsed, name) for name in parsed.model_fields_set})
+    return parsed
 
 
 async def _principal(request: Request) -> Principal:
@@ -56,7 +64,7 @@ async def _search_body(request: Request) -> SearchRequest:
 
 
 async def _ingest_body(request: Request) -> IngestIn:
-    return await parse_body(request, IngestIn)
+    return await parse_body(request, IngestIn, bounded=False)
 
 
 Caller = Annotated[Principal, Depends(_principal)]

@@ -19,6 +19,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from connectors.contract.predicates import INT64_MAX
 from uda.errors import InvalidRequestError
 from uda.hlc import from_datetime
+from uda.query import bounds
 from uda.query.fusion import Leg
 
 Centrality = Literal["degree", "pagerank"]
@@ -32,7 +33,7 @@ Traverse = Literal["context", "association"]
 class SearchRequest(BaseModel):
     """One search. Field names and defaults are the contract; the extensions are optional."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     query: str | None = Field(default=None, min_length=1, max_length=4000)
     limit: int = Field(default=5, ge=1, le=100)
@@ -112,6 +113,7 @@ class SearchRequest(BaseModel):
     @classmethod
     def build(cls, **fields: Any) -> SearchRequest:
         """Validate, raising `InvalidRequestError` that names the first bad field and value."""
+        bounds.check(fields)  # first: nothing below walks a value beyond the bounds
         try:
             return cls(**fields)
         except ValidationError as exc:
@@ -185,7 +187,7 @@ def request_error(exc: ValidationError) -> InvalidRequestError:
     value: Any = first.get("input")
     if first["type"] in _WHOLE_REQUEST_ERRORS:
         value = cast("dict[str, Any]", value).get(field) if isinstance(value, dict) else None
-    shown = repr(value)
+    shown = bounds.short(value)
     if len(shown) > 80:
         shown = shown[:77] + "..."
     return InvalidRequestError(f"{field}: {first['msg']} (got {shown})", field=field, value=value)

@@ -12,11 +12,19 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal, TypedDict, Unpack
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from connectors.contract.aggregation import TimeUnit
 from connectors.contract.predicates import INT64_MAX
 from uda.hlc import from_datetime
+from uda.query import bounds
 from uda.query.contracts import request_error
 
 Metric = Literal["count", "min", "max", "avg"]
@@ -28,7 +36,7 @@ MAX_TOP_N = 1000
 class AggregateRequest(BaseModel):
     """One aggregate. Unset fields mean what they mean for `SearchRequest`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     query: str | None = Field(default=None, min_length=1, max_length=4000)
     clearance_scope: list[str] = Field(default_factory=list[str])
@@ -123,6 +131,7 @@ class AggregateRequest(BaseModel):
     @classmethod
     def build(cls, **fields: Any) -> AggregateRequest:
         """Validate, raising `InvalidRequestError` that names the first bad field and value."""
+        bounds.check(fields)  # first: nothing below walks a value beyond the bounds
         try:
             return cls(**fields)
         except ValidationError as exc:
