@@ -20,7 +20,7 @@ from ontology import (
     Sensitivity,
 )
 from uda.errors import ConfigError, InvalidElementError
-from uda.loaders import LoadedSource, load_repository
+from uda.loaders import LoadedSource, SkipReason, load_repository
 from uda.loaders.policy import glob_pattern
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git CLI")
@@ -40,6 +40,10 @@ def write(root: Path, relative: str, content: str | bytes) -> Path:
     else:
         path.write_text(content, encoding="utf-8")
     return path
+
+
+def reasons(src: LoadedSource) -> dict[str, SkipReason]:
+    return {entry.path: entry.reason for entry in src.skipped}
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -202,24 +206,27 @@ def test_skipped_files_and_folders_with_reasons(tmp_path: Path) -> None:
     write(root, "code.py", "print('hi')\n")
     (root / "link.md").symlink_to(root / "ok.md")
     src = load_repository(root)
-    skipped = dict(src.skipped)
-    assert skipped == {
-        ".env": "hidden file",
-        ".git-like": "hidden folder",
-        ".hidden": "hidden folder",
+    assert reasons(src) == {
+        ".env": "hidden-file",
+        ".git-like": "hidden-folder",
+        ".hidden": "hidden-folder",
         "binary.md": "binary",
         "blank.md": "empty",
-        "code.py": "source code (include_code=False)",
-        "env": "virtual environment",
-        "huge.txt": skipped["huge.txt"],
-        "latin1.txt": "not UTF-8",
-        "link.md": "symbolic link",
-        "node_modules": "excluded folder",
+        "code.py": "source-code",
+        "env": "virtual-environment",
+        "huge.txt": "too-big",
+        "latin1.txt": "not-utf8",
+        "link.md": "symlink",
+        "node_modules": "excluded-folder",
         "only-front-matter.md": "empty",
-        "picture.png": "unsupported file type",
-        "pkg/__pycache__": "excluded folder",
+        "picture.png": "unsupported-type",
+        "pkg/__pycache__": "excluded-folder",
     }
-    assert skipped["huge.txt"].startswith("too big")
+    details = {entry.path: entry.detail for entry in src.skipped}
+    assert details["huge.txt"] == "1,100,000 bytes > 1,048,576"
+    assert details["binary.md"] == "a NUL byte at offset 8"
+    assert details["latin1.txt"] == "byte 0xe9 at offset 3 is not UTF-8"
+    assert "outside the folder" in details["link.md"]
     assert [e.uri for e in src.elements if isinstance(e, Document)] == ["ok.md"]
 
 
@@ -254,7 +261,7 @@ def test_gitignore_respected_and_untracked_files_loaded(tmp_path: Path) -> None:
     assert set(docs) == {"kept.md", "draft.md"}
     assert docs["draft.md"].timestamp == datetime.fromtimestamp(1_600_000_000, UTC)
     assert not [s for s, _ in edges(src, "authoredBy") if s == "myrepo:draft.md"]
-    assert dict(src.skipped) == {".gitignore": "hidden file"}
+    assert reasons(src) == {".gitignore": "hidden-file"}
 
 
 def test_subfolder_of_a_git_repository(tmp_path: Path) -> None:
@@ -530,7 +537,7 @@ def test_front_matter_beats_policy_and_last_rule_wins(tmp_path: Path) -> None:
     }
     assert src.repository.sensitivity is s.PUBLIC
     assert all(p.sensitivity is s.PUBLIC for p in src.elements if isinstance(p, Person))
-    assert ".uda-policy.toml" in dict(src.skipped)
+    assert reasons(src)[".uda-policy.toml"] == "hidden-file"
 
 
 def test_defaults_without_policy_and_policy_argument(tmp_path: Path) -> None:
@@ -668,8 +675,8 @@ def test_odd_file_names_nested_repositories_and_submodules(tmp_path: Path) -> No
     odd = document(src, 'myrepo:docs/spaced "quoted" é.md')
     assert odd.timestamp == utc("2023-01-01T00:00:00")
     assert edges(src, "authoredBy") == {(odd.element_id, "person:zoe@example.com")}
-    assert dict(src.skipped) == {
-        ".gitmodules": "hidden file",
-        "mod": "git submodule",
-        "vendor/nested": "nested git repository",
+    assert reasons(src) == {
+        ".gitmodules": "hidden-file",
+        "mod": "nested-repository",
+        "vendor/nested": "nested-repository",
     }

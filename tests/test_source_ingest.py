@@ -79,7 +79,10 @@ async def test_first_ingest_writes_in_batches_and_reports_progress(
     assert report.reused == 0
     assert report.edges == relations  # partOf and governedBy, all new
     assert report.edges_unchanged == 0
-    assert report.skipped == (("logo.png", "unsupported file type"),)
+    assert [(entry.path, entry.reason) for entry in report.skipped] == [
+        ("logo.png", "unsupported-type")
+    ]
+    assert report.skipped_by_reason() == {"unsupported-type": 1}
     assert report.hlc is not None
     assert sorted(ids) == [
         "payments:README.md",

@@ -437,9 +437,9 @@ class AsyncClient:
     ) -> SourceIngestReport:
         """Load a folder or git repository and write what changed, as `uda ingest` does.
 
-        The options (`include_code`, `policy`, `batch_size`, `tombstone_vanished`,
-        `progress`) are those of `uda.write.ingest.ingest_source`; `progress` runs on this
-        client's loop.
+        The options (`include_code`, `policy`, `max_file_bytes`, `batch_size`,
+        `tombstone_vanished`, `progress`) are those of `uda.write.ingest.ingest_source`;
+        `progress` runs on this client's loop.
 
         Returns:
             What was loaded, written, reused and deleted.

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+from connectors.contract.characters import forbidden_character
 from connectors.contract.filter_tree import AllOf, AnyOf, FilterNode, Not, RelationPredicate
 from connectors.contract.patterns import LikeToken, folded_tokens, like_tokens, multi_folds
 from connectors.contract.predicates import Op, Predicate, Scalar
@@ -553,10 +554,4 @@ def _decimal(value: int | float | bool) -> Decimal:
 
 def storable(text: str) -> bool:
     """Whether PostgreSQL's `text` can hold this string (no NUL, no lone surrogate)."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return forbidden_character(text) is None

@@ -12,7 +12,6 @@ import dataclasses
 import json
 import os
 import sys
-import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from uda.cli.exits import (
     EXIT_USAGE,
     CliError,
 )
+from uda.cli.ingest import add_ingest_parser, run_ingest
 from uda.cli.render import emit
 from uda.cli.search import (
     add_search_parsers,
@@ -91,35 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    ingest = commands.add_parser(
-        "ingest",
-        help="index a folder or git repository (incremental)",
-        description="Load documents, decision records (docs/adr, docs/decisions) and git "
-        "authors from PATH and write what changed. Files that disappeared since the last "
-        "run become tombstones.",
-    )
-    ingest.add_argument("source", type=Path, metavar="PATH")
-    ingest.add_argument("--include-code", action="store_true", help="index source code too")
-    ingest.add_argument(
-        "--policy",
-        type=Path,
-        default=None,
-        help="a .uda-policy.toml giving sensitivity and scope by path glob",
-    )
-    ingest.add_argument(
-        "--keep-deleted",
-        action="store_true",
-        help="do not tombstone elements whose files disappeared",
-    )
-    ingest.add_argument("--batch", type=int, default=64, help="elements per write batch")
-    ingest.add_argument(
-        "--cluster",
-        default=None,
-        metavar="ADDRESS",
-        help="a Dask scheduler (tcp://host:8786) whose workers embed the documents; the "
-        "writes stay here and stay idempotent: a lost worker or an interrupted run loses "
-        "nothing, run it again (default: the profile's [uda] cluster, else this process)",
-    )
+    add_ingest_parser(commands)
 
     add_search_parsers(commands, EPILOG)
 
@@ -261,7 +233,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command in data.COMMANDS:
             return data.run_data(client, args)
         if args.command == "ingest":
-            return _ingest(client, args)
+            return run_ingest(client, args)
         if args.command == "search":
             return run_search(client, args)
         if args.command == "aggregate":
@@ -339,59 +311,3 @@ def _services(args: argparse.Namespace) -> int:
             + (f"running on {info.host}:{info.port} (pid {info.pid})" if info else "stopped")
         )
     return EXIT_OK if all(states.values()) else EXIT_DIFFERENCES
-
-
-def _ingest(client: Any, args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    if not args.source.is_dir():
-        raise CliError(
-            f"{args.source} is not a folder: give a directory or a git repository",
-            field="PATH",
-            value=str(args.source),
-        )
-    if args.batch < 1:
-        raise CliError(
-            f"--batch {args.batch}: give at least 1 element per batch",
-            field="--batch",
-            value=args.batch,
-        )
-    # The bar appears once the folder is loaded, when the number of elements is known.
-    bars: list[tqdm[Any]] = []
-
-    def progress(done: int, total: int) -> None:
-        if not bars:
-            bars.append(
-                tqdm(
-                    total=total,
-                    unit="element",
-                    desc="ingest",
-                    disable=not sys.stderr.isatty(),
-                    file=sys.stderr,
-                )
-            )
-        bars[0].update(done - bars[0].n)
-        if done >= total:
-            bars[0].close()
-
-    started = time.perf_counter()
-    try:
-        report = client.ingest_source(
-            args.source,
-            include_code=args.include_code,
-            policy=args.policy,
-            batch_size=args.batch,
-            tombstone_vanished=not args.keep_deleted,
-            progress=progress,
-        )
-    finally:
-        for bar in bars:
-            bar.close()
-    print(
-        f"{report.repository}: {report.written} elements written, "
-        f"{report.unchanged} unchanged, {report.deleted} deleted; "
-        f"{report.chunks} chunks ({report.embedded} embedded, {report.reused} reused); "
-        f"{report.edges} new edges; {len(report.skipped)} files skipped; "
-        f"{time.perf_counter() - started:.1f} s"
-    )
-    return EXIT_OK

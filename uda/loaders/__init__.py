@@ -7,6 +7,7 @@ client.ingest(src.elements, src.relations)
 
 from __future__ import annotations
 
+from uda.loaders.files import MAX_FILE_BYTES, SkippedFile, SkipReason
 from uda.loaders.repository import LoadedSource, load_repository
 
-__all__ = ["LoadedSource", "load_repository"]
+__all__ = ["MAX_FILE_BYTES", "LoadedSource", "SkipReason", "SkippedFile", "load_repository"]

@@ -41,12 +41,16 @@ from uda.loaders.decisions import (
     parse_fields,
 )
 from uda.loaders.files import (
+    MAX_FILE_BYTES,
     FileKind,
     Listing,
     SkipFileError,
+    SkippedFile,
+    SkipReason,
     file_kind,
     filter_listing,
     read_text,
+    refuse_symlink,
     walk,
 )
 from uda.loaders.markup import markdown_title, rst_title, split_front_matter
@@ -63,14 +67,14 @@ class LoadedSource:
         relations: `partOf`, `authoredBy`, `supersedes` and `governedBy` edges, sorted.
         id_prefix: Every Document and Decision id of this source starts with it: ids in a
             store that start with it but are not loaded any more belong to deleted files.
-        skipped: (relative path, reason) of files and folders not loaded, sorted.
+        skipped: The files and folders not loaded, each with its reason, sorted by path.
     """
 
     repository: Repository
     elements: list[Element]
     relations: list[Relation]
     id_prefix: str
-    skipped: list[tuple[str, str]]
+    skipped: list[SkippedFile]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +97,7 @@ def load_repository(
     *,
     include_code: bool = False,
     policy: str | os.PathLike[str] | None = None,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> LoadedSource:
     """Turn a folder (a git working tree or not) into typed elements and relations.
 
@@ -100,12 +105,13 @@ def load_repository(
         path: The folder to load.
         include_code: Also load source code and configuration files as documents.
         policy: A policy file to use instead of `<path>/.uda-policy.toml`.
+        max_file_bytes: Files larger than this are skipped as `too-big`.
 
     Returns:
         The loaded source; the same folder always gives the same output.
 
     Raises:
-        UserError: `path` is not a folder.
+        UserError: `path` is not a folder, or `max_file_bytes` is below 1.
         InvalidElementError: A front matter or policy sensitivity or scope is invalid, or a
             front matter block is not YAML.
         ConfigError: The policy file is missing (when given), not TOML, or has unknown keys.
@@ -113,6 +119,12 @@ def load_repository(
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise UserError(f"{path} is not a folder", field="path", value=str(path))
+    if max_file_bytes < 1:
+        raise UserError(
+            f"max_file_bytes {max_file_bytes}: give at least 1 byte",
+            field="max_file_bytes",
+            value=max_file_bytes,
+        )
     rules = load_policy(root, None if policy is None else Path(policy))
     tree = gitlog.work_tree(root)
     url = gitlog.remote_url(root) if tree else None
@@ -130,9 +142,18 @@ def load_repository(
         if not os.path.lexists(root / relative):
             continue  # deleted in the working tree but still in git's index: gone
         try:
-            files.append(_read(root, relative, within, include_code=include_code, policy=rules))
+            files.append(
+                _read(
+                    root,
+                    relative,
+                    within,
+                    include_code=include_code,
+                    policy=rules,
+                    max_file_bytes=max_file_bytes,
+                )
+            )
         except SkipFileError as skip:
-            skipped.append((relative, skip.reason))
+            skipped.append(skip.skipped(relative))
 
     prefix = f"{name}:"
     repository = Repository(
@@ -150,7 +171,7 @@ def load_repository(
         try:
             asset = _asset(root, file, prefix, None if record is None else record.last_commit)
         except ValidationError as exc:
-            skipped.append((file.path, f"invalid element ({exc.errors()[0]['msg']})"))
+            skipped.append(_invalid(file.path, exc))
             continue
         assets.append(asset)
         relations.append(_edge(asset.element_id, RelationType.PART_OF, repository.element_id))
@@ -176,6 +197,14 @@ def load_repository(
     )
 
 
+def _invalid(path: str, exc: ValidationError) -> SkippedFile:
+    """The file's element breaks a rule of the ontology: its first error, with the field."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"])
+    detail = f"{field}: {error['msg']}" if field else error["msg"]
+    return SkippedFile(path, SkipReason.INVALID_ELEMENT, detail)
+
+
 def _element_id(element: Element) -> str:
     return element.element_id
 
@@ -193,23 +222,38 @@ def _listing(root: Path, in_git: bool) -> Listing:
     return walk(root)
 
 
-def _read(root: Path, relative: str, within: str, *, include_code: bool, policy: Policy) -> _File:
+def _read(
+    root: Path,
+    relative: str,
+    within: str,
+    *,
+    include_code: bool,
+    policy: Policy,
+    max_file_bytes: int,
+) -> _File:
     basename = PurePosixPath(relative).name
     if basename.startswith("."):
-        raise SkipFileError("hidden file")
+        raise SkipFileError(SkipReason.HIDDEN_FILE, "its name starts with '.'")
+    # Before the folder test, which follows links: a link to a folder is a link, not a submodule.
+    refuse_symlink(root / relative)
     if (root / relative).is_dir():
-        raise SkipFileError("git submodule")  # a tracked folder is a submodule's gitlink
+        # git lists a submodule as one entry, its gitlink, which is a folder in the work tree.
+        raise SkipFileError(
+            SkipReason.NESTED_REPOSITORY, "a git submodule: ingest its repository on its own"
+        )
     kind = file_kind(relative)
     if kind is None:
-        raise SkipFileError("unsupported file type")
+        raise SkipFileError(SkipReason.UNSUPPORTED_TYPE, _unsupported(basename))
     if kind is FileKind.CODE and not include_code:
-        raise SkipFileError("source code (include_code=False)")
-    text = read_text(root, relative)
+        raise SkipFileError(
+            SkipReason.SOURCE_CODE, "source code: --include-code (include_code=True) loads it"
+        )
+    text = read_text(root, relative, max_bytes=max_file_bytes)
     front: dict[str, Any] = {}
     if kind is FileKind.MARKDOWN:
         front, text = split_front_matter(text, source=relative)
         if not text.strip():
-            raise SkipFileError("empty")
+            raise SkipFileError(SkipReason.EMPTY, "front matter and no text")
     sensitivity, scope = policy.for_path(relative)
     where = f"{relative} front matter"
     if front.get("sensitivity") is not None:
@@ -226,6 +270,16 @@ def _read(root: Path, relative: str, within: str, *, include_code: bool, policy:
         scope=scope,
         name=_title(kind, text, front) or basename,
         number=None if kind is FileKind.CODE else decision_number(within + relative),
+    )
+
+
+def _unsupported(basename: str) -> str:
+    suffix = PurePosixPath(basename).suffix
+    if not suffix:
+        return f"{basename!r} has no extension and is not a known name such as README or LICENSE"
+    return (
+        f"{suffix!r} is not a type UDA loads: Markdown, reStructuredText, text "
+        "(source code with --include-code)"
     )
 
 

@@ -16,6 +16,7 @@ than the bound.
 | values in one request (scalars, lists and objects together) | `MAX_VALUES` (10,000) |
 | characters of one string | `MAX_STRING` (10,000; the query 4,000) |
 | numbers | finite: no NaN, no infinity |
+| strings | no NUL, no lone surrogate (`connectors.contract.characters`) |
 
 The filter grammar has tighter bounds of its own (`uda.query.filters.grammar`: 5 levels of
 filter objects, 64 comparisons, 256-character patterns).
@@ -28,6 +29,7 @@ import reprlib
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from connectors.contract.characters import forbidden_character
 from uda.errors import InvalidRequestError
 
 MAX_DEPTH = 32
@@ -62,6 +64,9 @@ def violation(data: Mapping[str, Any]) -> tuple[str, str] | None:
         if isinstance(value, str):
             if len(value) > MAX_STRING:
                 return path, f"a string has at most {MAX_STRING} characters, not {len(value)}"
+            problem = forbidden_character(value)
+            if problem is not None:
+                return path, f"holds {problem}, which no request may (on any profile)"
         elif isinstance(value, float):
             if not math.isfinite(value):
                 return path, f"numbers must be finite, not {value!r}"

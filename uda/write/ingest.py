@@ -17,13 +17,15 @@ content, the outbox) hold per batch.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from uda.errors import UserError
-from uda.loaders import LoadedSource, load_repository
+from uda.loaders import MAX_FILE_BYTES, LoadedSource, SkippedFile, load_repository
 from uda.write.validation import ElementInput, RelationInput
 from uda.write.writer import IngestReport
 
@@ -39,6 +41,7 @@ class SourceOptions(TypedDict, total=False):
 
     include_code: bool
     policy: str | os.PathLike[str] | None
+    max_file_bytes: int
     batch_size: int
     tombstone_vanished: bool
     progress: Progress | None
@@ -78,7 +81,8 @@ class SourceIngestReport:
         embedded: Of those chunks, the ones embedded now; the rest reused a stored embedding.
         edges: New edges.
         edges_unchanged: Edges that were already stored.
-        skipped: (relative path, reason) of the files and folders the loader left out.
+        skipped: The files and folders the loader left out, each with a stable reason code
+            and a detail, sorted by path.
         hlc: The newest stamp this ingest wrote, or None if it wrote nothing.
     """
 
@@ -92,13 +96,32 @@ class SourceIngestReport:
     embedded: int
     edges: int
     edges_unchanged: int
-    skipped: tuple[tuple[str, str], ...]
+    skipped: tuple[SkippedFile, ...]
     hlc: int | None
 
     @property
     def reused(self) -> int:
         """Chunks whose embedding was reused rather than computed."""
         return self.chunks - self.embedded
+
+    def skipped_by_reason(self) -> dict[str, int]:
+        """How many files and folders were skipped for each reason code, sorted by code."""
+        counts = Counter(entry.reason.value for entry in self.skipped)
+        return dict(sorted(counts.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values, as `uda ingest --format json` prints it.
+
+        Every field, `reused`, `skipped` as `{path, reason, detail}` objects and
+        `skipped_by_reason`.
+        """
+        fields = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return {
+            **fields,
+            "reused": self.reused,
+            "skipped": [entry.to_dict() for entry in self.skipped],
+            "skipped_by_reason": self.skipped_by_reason(),
+        }
 
 
 async def ingest_source(
@@ -107,6 +130,7 @@ async def ingest_source(
     *,
     include_code: bool = False,
     policy: str | os.PathLike[str] | None = None,
+    max_file_bytes: int = MAX_FILE_BYTES,
     batch_size: int = DEFAULT_BATCH_SIZE,
     tombstone_vanished: bool = True,
     progress: Progress | None = None,
@@ -122,6 +146,7 @@ async def ingest_source(
         path: The folder to load (see `uda.loaders.load_repository`).
         include_code: Also load source code and configuration files as documents.
         policy: A policy file to use instead of `<path>/.uda-policy.toml`.
+        max_file_bytes: Files larger than this are skipped as `too-big` (default 1 MiB).
         batch_size: Elements per `ingest` call: each batch commits on its own, so an
             interrupted ingest keeps the batches before it.
         tombstone_vanished: Tombstone elements whose files disappeared.
@@ -131,8 +156,8 @@ async def ingest_source(
         The counts of what was loaded, written, reused and deleted.
 
     Raises:
-        UserError: `path` is not a folder, `batch_size` is below 1, or an element or
-            relation is invalid.
+        UserError: `path` is not a folder, `batch_size` or `max_file_bytes` is below 1, or an
+            element or relation is invalid.
         InvalidElementError: A front matter or policy sensitivity or scope is invalid.
         ConfigError: The policy file is missing (when given), not TOML, or has unknown keys.
         ConnectorError: A store failed.
@@ -145,7 +170,11 @@ async def ingest_source(
         )
     # Loading reads every file and runs git: off the event loop, so a server stays responsive.
     source = await asyncio.to_thread(
-        load_repository, path, include_code=include_code, policy=policy
+        load_repository,
+        path,
+        include_code=include_code,
+        policy=policy,
+        max_file_bytes=max_file_bytes,
     )
     return await _write(client, source, batch_size, tombstone_vanished, progress)
 

@@ -7,10 +7,11 @@ whole batch has passed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
+from connectors.contract.characters import forbidden_character
 from ontology import Element, Relation, element_class, element_types, relation_spec, relation_types
 from uda.errors import (
     InvalidElementError,
@@ -34,6 +35,7 @@ def coerce_elements(items: Iterable[ElementInput]) -> list[Element]:
     out: dict[str, Element] = {}
     for position, item in enumerate(items):
         element = _coerce_element(item, position)
+        _refuse_forbidden_characters(element.model_dump(mode="json"), f"elements[{position}]")
         previous = out.get(element.element_id)
         if previous is not None and previous.content_hash() != element.content_hash():
             raise InvalidElementError(
@@ -85,6 +87,31 @@ def _coerce_element(item: ElementInput, position: int) -> Element:
         ) from None
 
 
+def _refuse_forbidden_characters(data: Mapping[str, Any], where: str) -> None:
+    """Refuse NUL and lone surrogates in any string of `data`, on every profile alike.
+
+    Raises:
+        InvalidElementError: naming the field (`elements[3].text`) and the character.
+    """
+    stack: list[tuple[object, str]] = [(v, f"{where}.{k}") for k, v in data.items()]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            problem = forbidden_character(value)
+            if problem is not None:
+                raise InvalidElementError(
+                    f"{path}: holds {problem}, which PostgreSQL cannot store; UDA refuses it "
+                    "on every profile, so that a corpus behaves the same everywhere: remove it",
+                    field=path,
+                    value=None,
+                )
+        elif isinstance(value, Mapping):
+            items = cast("Mapping[object, object]", value).items()
+            stack.extend((v, f"{path}.{k}") for k, v in items)
+        elif isinstance(value, list | tuple):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(cast("Sequence[object]", value)))
+
+
 def coerce_relations(items: Iterable[RelationInput]) -> list[Relation]:
     """Typed relations from objects, dicts or `(source_id, relation, target_id)` triples."""
     out: dict[tuple[str, str, str], Relation] = {}
@@ -102,6 +129,14 @@ def coerce_relations(items: Iterable[RelationInput]) -> list[Relation]:
             raise InvalidElementError(
                 f"relations[{position}]: {detail}", field=f"relations[{position}]", value=item
             ) from None
+        _refuse_forbidden_characters(
+            {
+                "source_id": relation.source_id,
+                "relation": relation.relation,
+                "target_id": relation.target_id,
+            },
+            f"relations[{position}]",
+        )
         if relation_spec(relation.relation) is None:
             raise UnknownRelationError(
                 f"relations[{position}].relation: unknown relation {relation.relation!r}; "
