@@ -17,7 +17,7 @@ from connectors.contract.characters import forbidden_character
 from ontology import Document, Sensitivity
 from uda.config import load_profile
 from uda.embedding import Embedder
-from uda.errors import InvalidElementError, InvalidRequestError
+from uda.errors import InvalidElementError, InvalidRequestError, UnknownFilterFieldError
 
 PUBLIC = Sensitivity.PUBLIC
 
@@ -66,7 +66,7 @@ def test_relations_and_requests_too(client: uda.Client) -> None:
     with pytest.raises(InvalidRequestError) as asked:
         client.search("alpha\x00", clearance_scope=["public"])
     assert asked.value.field == "query"
-    with pytest.raises(InvalidRequestError) as filtered:
+    with pytest.raises(UnknownFilterFieldError) as filtered:  # a filter's mistake, as always
         client.search("alpha", clearance_scope=["public"], context_filters={"name": "A\x00"})
     assert filtered.value.field == "context_filters.name"
 

@@ -27,10 +27,11 @@ from __future__ import annotations
 import math
 import reprlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from connectors.contract.characters import forbidden_character
-from uda.errors import InvalidRequestError
+from uda.errors import InvalidRequestError, UnknownFilterFieldError
 
 MAX_DEPTH = 32
 MAX_ITEMS = 1_000
@@ -51,8 +52,27 @@ def short(value: object) -> str:
     return _short.repr(value)
 
 
-def violation(data: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The first place where `data` goes beyond a bound, as (JSON path, what is wrong)."""
+FILTERS = "context_filters"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """Where a request goes beyond a bound: the JSON path, what is wrong, and the value.
+
+    The value is kept for a scalar only: an error never carries a whole list or object.
+    """
+
+    path: str
+    message: str
+    value: object = None
+
+
+def violation(data: Mapping[str, Any]) -> Violation | None:
+    """The first place where `data` goes beyond a bound (None: within every bound).
+
+    Numbers inside `context_filters` are the filter grammar's to judge: it knows each field's
+    type and names the field (`context_filters.confidence`) in its error.
+    """
     stack: list[tuple[object, str, int]] = [(v, str(k), 1) for k, v in data.items()]
     stack.reverse()
     seen = 0
@@ -60,22 +80,24 @@ def violation(data: Mapping[str, Any]) -> tuple[str, str] | None:
         value, path, depth = stack.pop()
         seen += 1
         if seen > MAX_VALUES:
-            return path, f"a request holds at most {MAX_VALUES} values"
+            return Violation(path, f"a request holds at most {MAX_VALUES} values")
         if isinstance(value, str):
             if len(value) > MAX_STRING:
-                return path, f"a string has at most {MAX_STRING} characters, not {len(value)}"
+                too_long = f"a string has at most {MAX_STRING} characters, not {len(value)}"
+                return Violation(path, too_long)
             problem = forbidden_character(value)
             if problem is not None:
-                return path, f"holds {problem}, which no request may (on any profile)"
+                return Violation(path, f"holds {problem}, which no request may", value)
         elif isinstance(value, float):
-            if not math.isfinite(value):
-                return path, f"numbers must be finite, not {value!r}"
+            if not math.isfinite(value) and not path.startswith(FILTERS):
+                return Violation(path, f"numbers must be finite, not {value!r}", value)
         elif isinstance(value, Mapping | list | tuple):
             if depth > MAX_DEPTH:
-                return path, f"lists and objects nest at most {MAX_DEPTH} deep"
+                return Violation(path, f"lists and objects nest at most {MAX_DEPTH} deep")
             items = _items(cast("Mapping[object, object] | Sequence[object]", value), path)
             if len(items) > MAX_ITEMS:
-                return path, f"a list or object has at most {MAX_ITEMS} items, not {len(items)}"
+                many = f"a list or object has at most {MAX_ITEMS} items, not {len(items)}"
+                return Violation(path, many)
             stack.extend((child, where, depth + 1) for where, child in reversed(items))
     return None
 
@@ -93,20 +115,25 @@ def check(data: Mapping[str, Any]) -> None:
     """Refuse a request's fields beyond a bound, before a model or a backend reads them.
 
     Raises:
-        InvalidRequestError: naming the JSON path (`field`) and the bound.
+        UnknownFilterFieldError: beyond a bound inside `context_filters` (the class every
+            filter mistake raises).
+        InvalidRequestError: beyond a bound elsewhere. Both name the JSON path (`field`).
     """
     found = violation(data)
-    if found is not None:
-        path, message = found
-        shown = path if len(path) <= 200 else path[:197] + "..."
-        raise InvalidRequestError(f"{shown}: {message}", field=shown, value=None)
+    if found is None:
+        return
+    path = found.path if len(found.path) <= 200 else found.path[:197] + "..."
+    error = UnknownFilterFieldError if path.startswith(FILTERS) else InvalidRequestError
+    raise error(f"{path}: {found.message}", field=path, value=found.value)
 
 
 __all__ = [
+    "FILTERS",
     "MAX_DEPTH",
     "MAX_ITEMS",
     "MAX_STRING",
     "MAX_VALUES",
+    "Violation",
     "check",
     "short",
     "violation",

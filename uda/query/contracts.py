@@ -187,7 +187,7 @@ def request_error(exc: ValidationError) -> InvalidRequestError:
     value: Any = first.get("input")
     if first["type"] in _WHOLE_REQUEST_ERRORS:
         value = cast("dict[str, Any]", value).get(field) if isinstance(value, dict) else None
-    shown = bounds.short(value)
+    shown = repr(value)  # within the bounds: `build` checked them before pydantic ran
     if len(shown) > 80:
         shown = shown[:77] + "..."
     return InvalidRequestError(f"{field}: {first['msg']} (got {shown})", field=field, value=value)
