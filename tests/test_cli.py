@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from uda.cli.commands import EXIT_DIFFERENCES, EXIT_OK, EXIT_USAGE, main
+from uda.cli.commands import EXIT_BACKEND, EXIT_DIFFERENCES, EXIT_OK, EXIT_USAGE, main
 from uda.embedding import Embedder
 
 
@@ -243,3 +243,18 @@ def test_killed_uda_ingest_rerun_leaves_check_clean(
     stats = capsys.readouterr().out
     assert "  elements: 121" in stats  # 120 notes and the repository, none twice
     assert "   pending: 0" in stats
+
+
+def test_a_url_profile_is_a_remote_service_never_a_local_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--profile http://...` once became the folder `http:/host:port`: an empty local store."""
+    monkeypatch.chdir(tmp_path)
+    nobody = "http://127.0.0.1:9"  # the discard port: nothing answers there
+    for command in ("stats", "check", "sync", "tune", "ingest"):
+        argv = ["--profile", nobody, command, *(["."] if command == "ingest" else [])]
+        assert main(argv) == EXIT_USAGE, command
+        assert "not on a remote service" in capsys.readouterr().err
+    assert main(["--profile", nobody, "search", "payments"]) == EXIT_BACKEND
+    assert "127.0.0.1:9" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no store was made here

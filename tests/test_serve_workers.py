@@ -216,3 +216,29 @@ def test_two_workers_answer_alike_share_writes_and_survive_a_lost_worker(
         wait(lambda: up(url), 60, "ready again")
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             assert all(answer == want for answer in pool.map(search, range(16)))
+
+
+@pytest.mark.slow
+def test_the_cli_searches_a_running_service_by_its_url(
+    embedder: Embedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`uda --profile http://... search`: the service answers, with the key from the env."""
+    keys = Keys()
+    (tmp_path / "keys.toml").write_text(keys.toml())
+    store = tmp_path / "store"
+    with uda.connect(path=store, embedder=embedder) as local:
+        local.ingest(*corpus())
+    with serving(store, tmp_path / "keys.toml", tmp_path / "serve.log", workers=1) as served:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("UDA_API_KEY", keys.public)
+        argv = ["--profile", served.url, "search", QUESTION, "--format", "json"]
+        assert main(argv) == 0
+        answered = capsys.readouterr().out
+        assert "doc:retries" in answered  # public, about the question
+        assert "adr:retry" not in answered  # restricted: the key's grant decides
+        monkeypatch.setenv("UDA_API_KEY", "not-a-key")
+        assert main(argv) == 2  # refused by the service: the caller's mistake
+        assert capsys.readouterr().err == "uda: error: unknown API key\n"

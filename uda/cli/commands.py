@@ -64,7 +64,9 @@ examples:
   uda mcp --clearance internal                  the agent tools for an MCP client (stdio)
   uda embed-server --port 8081                  one embedding model shared over HTTP
 
-The data folder defaults to ./.uda (or $UDA_PATH); --profile names a .toml profile.
+The data folder defaults to ./.uda (or $UDA_PATH); --profile names a .toml profile, or
+the URL of a running `uda serve` for search, rerun, aggregate, export and fields (its key
+in $UDA_API_KEY, or a bearer token in $UDA_TOKEN).
 """
 
 
@@ -84,9 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--profile",
-        type=Path,
         default=None,
-        help="a .toml profile naming connectors and search defaults",
+        metavar="FILE|URL",
+        help="a .toml profile naming connectors and search defaults, or the URL of a running "
+        "`uda serve` (http://host:port) for search, rerun, aggregate, export and fields",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -194,15 +197,36 @@ def _fail(args: argparse.Namespace, exc: BaseException, code: int, hint: str = "
     return code
 
 
+# Commands that need the store itself (its system of record), not only its answers.
+_STORE_COMMANDS = frozenset({"ingest", "check", "sync", "stats", "tune"})
+
+
 def _connect(args: argparse.Namespace) -> Any:
     import uda
     from uda.client import Client, is_url
     from uda.config import load_profile
 
+    # A string, not a Path: a Path would fold "http://" into "http:/", and a URL would then be
+    # taken for a folder, an empty local store.
     if args.profile is not None and is_url(args.profile):
-        return uda.connect(args.profile, path=args.path)
+        if args.command in _STORE_COMMANDS:
+            raise CliError(
+                f"uda {args.command} works on a store's profile, not on a remote service: "
+                "run it where the store's profile is",
+                field="--profile",
+                value=args.profile,
+            )
+        if args.path is not None:
+            raise CliError(
+                "--path names a local store's folder; a remote service keeps its own",
+                field="--path",
+                value=str(args.path),
+            )
+        # The service's key comes from $UDA_API_KEY or $UDA_TOKEN (uda.http.remote), never
+        # from the command line, where other users of the machine could read it.
+        return uda.connect(args.profile)
     if args.profile is not None:
-        profile = load_profile(args.profile, path=args.path)
+        profile = load_profile(Path(args.profile), path=args.path)
     else:
         profile = load_profile(path=args.path or os.environ.get("UDA_PATH") or ".uda")
     cluster = getattr(args, "cluster", None)

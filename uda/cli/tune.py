@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from uda.cli.exits import EXIT_OK, CliError
+from uda.cli.exits import EXIT_OK
 from uda.errors import NothingToTuneError
 from uda.tuning import Tuning
 from uda.tuning.measure import GRID, MIN_QUERIES
@@ -60,13 +60,6 @@ def run_tune(client: Any, args: argparse.Namespace) -> int:
     """Run `uda tune` on `client`'s store."""
     from tqdm import tqdm
 
-    if not hasattr(client, "tune"):
-        raise CliError(
-            "uda tune works on a store's profile, not on a remote service: run it where "
-            "the store's profile is",
-            field="--profile",
-            value=str(args.profile),
-        )
     if args.reset:
         client.forget_tuning()
         print("tuning forgotten: the associative mode uses its own PageRank weight again")
