@@ -239,6 +239,14 @@ def test_the_cli_searches_a_running_service_by_its_url(
         answered = capsys.readouterr().out
         assert "doc:retries" in answered  # public, about the question
         assert "adr:retry" not in answered  # restricted: the key's grant decides
+        for other in (
+            ["aggregate", "--group-by", "element_type", "--format", "json"],
+            ["fields", "partOf."],
+            ["export", "--where", '{"element_type": "Document"}', "--output", "docs.csv"],
+        ):
+            assert main(["--profile", served.url, *other]) == 0, other
+        assert "Document" in capsys.readouterr().out
+        assert (tmp_path / "docs.csv").read_text().count("doc:") >= 1
         monkeypatch.setenv("UDA_API_KEY", "not-a-key")
         assert main(argv) == 2  # refused by the service: the caller's mistake
         assert capsys.readouterr().err == "uda: error: unknown API key\n"
