@@ -261,7 +261,15 @@ def test_gitignore_respected_and_untracked_files_loaded(tmp_path: Path) -> None:
     assert set(docs) == {"kept.md", "draft.md"}
     assert docs["draft.md"].timestamp == datetime.fromtimestamp(1_600_000_000, UTC)
     assert not [s for s, _ in edges(src, "authoredBy") if s == "myrepo:draft.md"]
-    assert reasons(src) == {".gitignore": "hidden-file"}
+    # What git's excludes leave out is accounted for too: a folder once, not file by file.
+    assert reasons(src) == {
+        ".gitignore": "hidden-file",
+        "build": "ignored-by-git",
+        "debug.log.md": "ignored-by-git",
+        "private.md": "ignored-by-git",
+    }
+    build = next(entry for entry in src.skipped if entry.path == "build")
+    assert ".gitignore" in build.detail
 
 
 def test_subfolder_of_a_git_repository(tmp_path: Path) -> None:

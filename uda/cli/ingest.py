@@ -27,8 +27,7 @@ examples:
   uda ingest docs --max-file-size 5000000   load text files up to 5 MB
 
 Every file that is not loaded is counted by reason ("3 files skipped (binary 1, empty 2)");
-a folder left out as a whole counts once. In a git repository, files that .gitignore
-excludes are not read and not counted. The reasons:
+a folder left out as a whole counts once. The reasons:
   binary               a NUL byte anywhere in the file
   not-utf8             not UTF-8 text (convert it, e.g. with iconv)
   empty                no text, or only front matter
@@ -41,6 +40,7 @@ excludes are not read and not counted. The reasons:
   excluded-folder      node_modules, __pycache__, site-packages, *.egg-info
   virtual-environment  a folder with a pyvenv.cfg
   nested-repository    a git submodule or another repository inside this one
+  ignored-by-git       left out by .gitignore, .git/info/exclude or core.excludesFile
   unsupported-type     not Markdown, reStructuredText or text (e.g. .png, .pdf)
   source-code          source code or configuration: add --include-code
   invalid-element      the file's element breaks an ontology rule (the detail says which)

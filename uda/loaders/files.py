@@ -69,6 +69,7 @@ class SkipReason(StrEnum):
     EXCLUDED_FOLDER = "excluded-folder"
     VIRTUAL_ENVIRONMENT = "virtual-environment"
     NESTED_REPOSITORY = "nested-repository"
+    IGNORED_BY_GIT = "ignored-by-git"
     UNSUPPORTED_TYPE = "unsupported-type"
     SOURCE_CODE = "source-code"
     INVALID_ELEMENT = "invalid-element"

@@ -117,6 +117,16 @@ def list_files(root: Path) -> list[str] | None:
     return sorted({path for path in out.split("\0") if path})
 
 
+def list_ignored(root: Path) -> list[str]:
+    """Untracked files and folders under `root` that git's excludes leave out, sorted.
+
+    A folder excluded whole is one entry ending in "/" (`--directory`), not its thousand
+    files; empty when git fails (the listing then simply says less).
+    """
+    out = _git(root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+    return [] if out is None else sorted({path for path in out.split("\0") if path})
+
+
 def history(root: Path) -> History:
     """Who touched each file under `root`, and when it was last committed.
 

@@ -13,7 +13,7 @@ default `internal` with no scope.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -215,11 +215,20 @@ def _edge(source: str, relation: RelationType, target: str) -> Relation:
 
 def _listing(root: Path, in_git: bool) -> Listing:
     if in_git:
-        # git's own list honours .gitignore, .git/info/exclude and the global excludes file.
+        # git's own list honours .gitignore, .git/info/exclude and the global excludes file;
+        # what they leave out is reported too, so that every file is accounted for.
         files = gitlog.list_files(root)
         if files is not None:
-            return filter_listing(root, files)
+            listing = filter_listing(root, files)
+            ignored = tuple(
+                SkippedFile(path.rstrip("/"), SkipReason.IGNORED_BY_GIT, _IGNORED_DETAIL)
+                for path in gitlog.list_ignored(root)
+            )
+            return replace(listing, skipped=tuple(sorted((*listing.skipped, *ignored))))
     return walk(root)
+
+
+_IGNORED_DETAIL = "git's excludes leave it out (.gitignore, .git/info/exclude, core.excludesFile)"
 
 
 def _read(
