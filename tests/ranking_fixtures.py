@@ -1,10 +1,14 @@
-"""Hand-made element states for tests of `rank()` (no store behind them)."""
+"""Hand-made element states and plans for tests of ranking and planning (no store behind them)."""
 
 from __future__ import annotations
 
 import json
 
 from connectors.contract.system_of_record import LazyJSON, StoredState
+from uda.config import SearchDefaults
+from uda.query.auto.choice import AutoChoice
+from uda.query.contracts import SearchRequest
+from uda.query.plan import Plan, make_plan
 
 
 def stored_document(element_id: str, name: str | None = None) -> StoredState:
@@ -24,4 +28,17 @@ def stored_document(element_id: str, name: str | None = None) -> StoredState:
         content_hash=element_id,
         payload=LazyJSON(json.dumps(payload)),
         filter_values=LazyJSON("{}"),
+    )
+
+
+def planned(choice: AutoChoice, defaults: SearchDefaults | None = None, **fields: object) -> Plan:
+    """A plan of the query "q" with `choice` as the automatic mode, on stand-in connectors."""
+    return make_plan(
+        SearchRequest.build(query="q", **fields),
+        defaults or SearchDefaults(),
+        vector=("v",),
+        text=("t",),
+        graph=("g",),
+        system_of_record="s",
+        auto=choice,
     )

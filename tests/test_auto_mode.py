@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ranking_fixtures import planned
 
 import uda
 from connectors.contract.graph_shape import GraphShape
@@ -24,9 +25,8 @@ from uda.query.auto.choice import (
     AutoMode,
     choose,
 )
-from uda.query.contracts import SearchRequest
 from uda.query.fusion import Leg
-from uda.query.plan import Plan, make_plan
+from uda.query.plan import Plan
 
 
 def shape(*, assets: int = 100, bridges: int = 10, pairs: int = 200) -> GraphShape:
@@ -61,15 +61,7 @@ def test_the_reason_never_carries_the_stores_counts() -> None:
 
 # -- the plan -------------------------------------------------------------------------------
 def plan_of(auto: AutoMode, defaults: SearchDefaults | None = None, **fields: object) -> Plan:
-    return make_plan(
-        SearchRequest.build(query="q", **fields),
-        defaults or SearchDefaults(),
-        vector=("v",),
-        text=("t",),
-        graph=("g",),
-        system_of_record="s",
-        auto=AutoChoice(mode=auto, reason="test"),
-    )
+    return planned(AutoChoice(mode=auto, reason="test"), defaults, **fields)
 
 
 def test_the_mode_fills_what_the_request_leaves_unset() -> None:

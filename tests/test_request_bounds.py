@@ -16,13 +16,13 @@ from typing import Any
 
 import httpx
 import pytest
+from http_fixtures import serve
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client as McpClient
 
 import uda
 from ontology import Document, Sensitivity
-from tests.http_fixtures import serve
 from uda.agent import build_mcp_server
 from uda.cli.commands import EXIT_USAGE, main
 from uda.embedding import Embedder

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from ranking_fixtures import planned
 
 import uda
 from connectors.base import RelationalCapable
@@ -21,9 +22,7 @@ from uda.config import SearchDefaults
 from uda.embedding import Embedder
 from uda.errors import InvalidRequestError, NothingToTuneError
 from uda.query.auto.choice import ASSOCIATIVE_CENTRALITY_WEIGHT, AutoChoice, AutoMode
-from uda.query.contracts import SearchRequest
 from uda.query.fusion import Leg
-from uda.query.plan import make_plan
 from uda.tuning import Tuning
 from uda.tuning.measure import GRID, MIN_QUERIES, Halves, choose
 
@@ -105,29 +104,17 @@ def test_a_tie_goes_to_the_modes_own_then_to_the_nearer() -> None:
 
 
 # -- where the weight applies ---------------------------------------------------------------
-def plan_with(choice: AutoChoice, defaults: SearchDefaults | None = None, **fields: object):
-    return make_plan(
-        SearchRequest.build(query="q", **fields),
-        defaults or SearchDefaults(),
-        vector=("v",),
-        text=("t",),
-        graph=("g",),
-        system_of_record="s",
-        auto=choice,
-    )
-
-
 def test_the_tuned_weight_is_the_associative_modes_below_the_profile_and_the_request() -> None:
     associative = AutoChoice(mode=AutoMode.ASSOCIATIVE, reason="test").tuned(16.0)
-    assert plan_with(associative).weights[Leg.CENTRALITY] == 16.0
-    asked = plan_with(associative, weights={"centrality": 2.0})
+    assert planned(associative).weights[Leg.CENTRALITY] == 16.0
+    asked = planned(associative, weights={"centrality": 2.0})
     assert asked.weights[Leg.CENTRALITY] == 2.0
     pinned = SearchDefaults(weights={Leg.CENTRALITY: 0.5}, pinned=frozenset({Leg.CENTRALITY}))
-    assert plan_with(associative, pinned).weights[Leg.CENTRALITY] == 0.5
+    assert planned(associative, pinned).weights[Leg.CENTRALITY] == 0.5
     context = AutoChoice(mode=AutoMode.CONTEXT, reason="test").tuned(16.0)
     assert context.tuned_weight is None  # the context mode keeps the profile's weight
-    assert plan_with(context).weights[Leg.CENTRALITY] == SearchDefaults().weights[Leg.CENTRALITY]
-    described = plan_with(associative).describe()
+    assert planned(context).weights[Leg.CENTRALITY] == SearchDefaults().weights[Leg.CENTRALITY]
+    described = planned(associative).describe()
     assert "PageRank weight 16 tuned on this store" in described
 
 

@@ -9,6 +9,7 @@ counted per clearance, so that what a caller may not see never changes how its s
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 # Ordered pairs of assets that share a bridge, summed over the bridges: a bridge adjacent
@@ -55,6 +56,14 @@ BRIDGE_ASSETS_SQL = (
     _VISIBLE_LINKS
     + "\nSELECT node, asset FROM links WHERE node IN ({nodes}) ORDER BY node, asset\n"
 )
+
+
+def assets_by_node(rows: Iterable[Sequence[object]]) -> dict[str, list[str]]:
+    """`BRIDGE_ASSETS_SQL`'s (node, asset) rows, grouped by node in row order."""
+    found: dict[str, list[str]] = {}
+    for node, asset in rows:
+        found.setdefault(str(node), []).append(str(asset))
+    return found
 
 
 @dataclass(frozen=True)
@@ -114,4 +123,5 @@ __all__ = [
     "GRAPH_SHAPE_SQL",
     "GraphShape",
     "ShapeClearance",
+    "assets_by_node",
 ]

@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 from connectors.base import RelationalCapable
 from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import ConnectorError, UserError
-from connectors.contract.graph_shape import GraphShape, ShapeClearance
+from connectors.contract.graph_shape import GraphShape, ShapeClearance, assets_by_node
 from connectors.contract.records import ChunkRecord, GraphEdge
 from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
@@ -348,10 +348,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
     ) -> dict[str, list[str]]:
         """The assets adjacent to each of `nodes` that `clearance` sees; one statement."""
         params = {**view_parameters(asset_types, clearance), "nodes": pv.storable(nodes)}
-        found: dict[str, list[str]] = {}
-        for node, asset in await self._select(BRIDGE_ASSETS, params):
-            found.setdefault(str(node), []).append(str(asset))
-        return found
+        return assets_by_node(await self._select(BRIDGE_ASSETS, params))
 
     async def tuning(self) -> str | None:
         """The document `uda tune` recorded last (`settings`' `tuning`), if any."""

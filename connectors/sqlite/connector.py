@@ -23,7 +23,7 @@ from connectors.analyzer import query_terms
 from connectors.base import Connector, RelationalCapable, TextCapable
 from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import ConnectorError
-from connectors.contract.graph_shape import GraphShape, ShapeClearance
+from connectors.contract.graph_shape import GraphShape, ShapeClearance, assets_by_node
 from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
 from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
@@ -370,11 +370,7 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
     ) -> dict[str, list[str]]:
         """The assets adjacent to each of `nodes` that `clearance` sees; one statement."""
         view = view_parameters(asset_types, clearance)
-        rows = await self._select(BRIDGE_ASSETS, (*view, json.dumps(list(nodes))))
-        found: dict[str, list[str]] = {}
-        for node, asset in rows:
-            found.setdefault(str(node), []).append(str(asset))
-        return found
+        return assets_by_node(await self._select(BRIDGE_ASSETS, (*view, json.dumps(list(nodes)))))
 
     async def tuning(self) -> str | None:
         """The document `uda tune` recorded last (`meta`'s `tuning`), if any."""

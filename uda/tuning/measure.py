@@ -77,6 +77,7 @@ async def measure(
                 centrality="pagerank",
                 graph_candidates=True,
             )
+            # The request sets every graph option; the mode adds how the legs meet (by rank).
             plan = planner.plan(request, AutoMode.ASSOCIATIVE.value)
             response, vector = await planner.answer(plan, None, vectors.get(index))
         if vector is not None:
