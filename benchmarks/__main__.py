@@ -35,6 +35,7 @@ suites:
   structured  lists without a query (relation path + date range) and deep pages, by cursor
   resilience  uda serve under 16 clients while ArcadeDB or PostgreSQL is stopped and restarted
   service   uda serve on SciFact under 1, 8 and 32 loopback clients: QPS, p99, memory, workers
+  answers   200 KB documents: bytes of the default answer and of fields=["*"] (JSON, Arrow, HTTP)
 
 output (under --out, default benchmarks/results/<preset>/):
   report.json         every figure, the targets, the machine and package versions

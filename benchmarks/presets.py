@@ -25,6 +25,7 @@ SUITES = (
     "replicas",
     "cluster",
     "partitions",
+    "answers",
 )
 
 # (centrality, centrality weight, graph_candidates) for the multi-hop graph rows.
@@ -82,6 +83,12 @@ class Preset:
     # partitions (issue 19): the vector store with and without scope partitions
     partition_sizes: tuple[int, ...] = (20_000,)
     partition_queries: int = 200
+    # answers (issue 23): default and whole answers on documents of about 200 KB each, made of
+    # passages drawn from a pool of `answers_pool` (about 1.5 distinct chunks per passage)
+    answers_docs: int = 1000
+    answers_doc_chars: int = 200_000
+    answers_pool: int = 6_000
+    answers_queries: int = 20
 
     def without_sizes_above(self, max_chunks: int) -> Preset:
         """The same preset without scale points above `max_chunks`."""
@@ -125,6 +132,10 @@ PRESETS: dict[str, Preset] = {
         service_warmup_s=1.0,
         partition_sizes=(2000,),
         partition_queries=20,
+        answers_docs=10,
+        answers_doc_chars=20_000,
+        answers_pool=100,
+        answers_queries=10,
     ),
     "quick": Preset(
         name="quick",
@@ -148,6 +159,7 @@ PRESETS: dict[str, Preset] = {
         concurrency=(1, 2, 4, 8),
         ingest_docs=1000,
         service_seconds=20.0,
+        answers_docs=100,
     ),
     "full": Preset(
         name="full",

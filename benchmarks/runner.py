@@ -67,6 +67,10 @@ def _suite(name: str) -> Suite:
         from benchmarks.suites import partitions
 
         return partitions.run
+    if name == "answers":
+        from benchmarks.suites import answers
+
+        return answers.run
     raise ValueError(f"unknown suite {name!r}")
 
 

@@ -147,6 +147,7 @@ def evaluate_targets(suites: Mapping[str, Mapping[str, Any]], preset: str) -> li
         )
     out += _exact_match_targets(rows)
     out += _structured_targets(rows)
+    out += answer_targets(rows)
     out += resilience_targets(rows)
     out += service_targets(rows)
     out += _reproduction(rows, suites, preset)
@@ -204,6 +205,52 @@ def _structured_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
                 detail=shown if judged is not None or figure is None else f"{at}: {figure:.2f}",
             )
         )
+    return out
+
+
+# Issue 23: the default answer of 10 results on documents of about 200 KB, judged at the full
+# preset's corpus (documents, characters each) or larger.
+ANSWER_BYTES = 65_536
+ANSWERS_JUDGED_AT = (1000, 200_000)
+ANSWERS_DEFAULT = "default answer"
+ANSWERS_WHOLE = 'whole elements (fields=["*"])'
+ANSWER_KINDS = (
+    ("json", "CLI JSON"),
+    ("arrow", "Arrow IPC stream"),
+    ("http", "HTTP JSON body"),
+)
+
+
+def answer_targets(rows: Sequence[Mapping[str, Any]]) -> list[Target]:
+    """Bounded answers (issue 23): per profile, the largest default answer of 10 results
+    on large documents is at most 64 KB as CLI JSON, as Arrow and as the HTTP body."""
+    out: list[Target] = []
+    whole = {r["profile"]: r for r in _find(rows, suite="answers", method=ANSWERS_WHOLE)}
+    for row in _find(rows, suite="answers", system="uda", method=ANSWERS_DEFAULT):
+        profile = row["profile"]
+        at = (params(row, "docs") or 0, params(row, "doc_chars") or 0)
+        judged = all(v >= least for v, least in zip(at, ANSWERS_JUDGED_AT, strict=True))
+        size = f"{at[0]:,} documents of {at[1]:,} characters, limit {params(row, 'limit')}"
+        for kind, what in ANSWER_KINDS:
+            key = f"answer_bytes_{kind}_max"
+            figure = row["metrics"].get(key)
+            other = whole.get(profile, {}).get("metrics", {}).get(key)
+            detail = size + ("" if other is None else f"; whole elements: {other:,.0f} bytes")
+            if figure is None:
+                detail = f"not measured ({size})"
+            elif not judged:
+                detail += "; judged at 1,000 documents of 200,000 characters (the full preset)"
+            out.append(
+                Target(
+                    id=f"answers_default_{kind}_bytes_{profile}",
+                    description=f"bytes of the largest default answer (10 results, 200 KB "
+                    f"documents) as {what} ({profile})",
+                    target=f"<= {ANSWER_BYTES:,}",
+                    figure=figure,
+                    met=None if figure is None or not judged else figure <= ANSWER_BYTES,
+                    detail=detail,
+                )
+            )
     return out
 
 

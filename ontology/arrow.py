@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ontology import elements
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: `truncated` and `snippet_offset` (bounded answers, ADR 40)
 
 # The classes whose declared fields make up the `properties` struct. User subclasses do not
 # change the schema; their extra fields travel in `extras`.
@@ -85,6 +85,7 @@ def property_names() -> frozenset[str]:
 
 
 EXTRAS_TYPE = pa.map_(pa.string(), pa.string())
+TRUNCATED_TYPE = pa.map_(pa.string(), pa.int64())
 
 
 @cache
@@ -136,6 +137,12 @@ def result_schema() -> pa.Schema:
             pa.field("properties", properties_type()),
             pa.field("extras", EXTRAS_TYPE),
             pa.field("context_nodes", pa.list_(pa.field("item", context_node_type()))),
+            # What the answer clipped: a field's path ("text", "extras.notes",
+            # "context_nodes[2].text") and its full length in characters. Empty: whole.
+            pa.field("truncated", TRUNCATED_TYPE),
+            # Where the snippet (the best matching chunk) starts in the element's text, in
+            # characters (null: not found verbatim, or no text).
+            pa.field("snippet_offset", pa.int64()),
         ],
         metadata={"uda.schema_version": SCHEMA_VERSION},
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -109,6 +110,7 @@ class Element(BaseModel):
     version: int | None = None
 
     _context: tuple[ContextLink, ...] = PrivateAttr(default=())
+    _truncated: Mapping[str, int] = PrivateAttr(default_factory=dict[str, int])
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -189,7 +191,30 @@ class Element(BaseModel):
 
     def with_context(self, links: list[ContextLink]) -> Element:
         """Return this element with its context links attached (used by result hydration)."""
-        object.__setattr__(self, "__pydantic_private__", {"_context": tuple(links)})
+        object.__setattr__(
+            self,
+            "__pydantic_private__",
+            {"_context": tuple(links), "_truncated": self._truncated},
+        )
+        return self
+
+    @property
+    def truncated(self) -> dict[str, int]:
+        """The fields this copy holds clipped, with each one's full length in characters.
+
+        Empty for a whole element. A search answer clips long text by default (only the
+        start of each such field is here); `fields=["*"]` on the search, or an element
+        lookup, gives it whole.
+        """
+        return dict(self._truncated)
+
+    def with_truncated(self, truncated: Mapping[str, int]) -> Element:
+        """Return this element marked as holding `truncated` fields clipped (hydration)."""
+        object.__setattr__(
+            self,
+            "__pydantic_private__",
+            {"_context": self._context, "_truncated": dict(truncated)},
+        )
         return self
 
 

@@ -92,8 +92,10 @@ EXPECTED_SCHEMA = pa.schema(
             pa.list_(pa.field("item", EXPECTED_CONTEXT_NODE, nullable=True)),
             nullable=True,
         ),
+        pa.field("truncated", pa.map_(pa.string(), pa.int64()), nullable=True),
+        pa.field("snippet_offset", pa.int64(), nullable=True),
     ],
-    metadata={"uda.schema_version": "1"},
+    metadata={"uda.schema_version": "2"},
 )
 
 BUILTIN_ELEMENT_TYPES = {
@@ -198,7 +200,7 @@ def _assert_schema(schema: pa.Schema) -> None:
 
 def test_result_schema_is_pinned() -> None:
     _assert_schema(ontology.result_schema())
-    assert ontology.result_schema().metadata == {b"uda.schema_version": b"1"}
+    assert ontology.result_schema().metadata == {b"uda.schema_version": b"2"}
     # Field order is part of the contract, as are the nested structs.
     assert ontology.result_schema().names == EXPECTED_SCHEMA.names
     assert ontology_arrow.properties_type().equals(EXPECTED_PROPERTIES)
@@ -209,7 +211,7 @@ def test_result_schema_is_pinned() -> None:
     ("name", "mutate"),
     [
         ("top-level nullability", lambda s: s.set(0, s.field(0).with_nullable(True))),
-        ("metadata", lambda s: s.with_metadata({"uda.schema_version": "2"})),
+        ("metadata", lambda s: s.with_metadata({"uda.schema_version": "1"})),
         (
             "dictionary index type",
             lambda s: s.set(1, pa.field("element_type", pa.dictionary(pa.int16(), pa.string()))),

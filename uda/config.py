@@ -15,6 +15,8 @@ A TOML file may name its own connectors and defaults:
     decay_floor = 0.8
     weights = { semantic = 1.0, lexical = 1.0, centrality = 0.2 }
     graph_mode = "auto"          # or "context" / "associative" (uda/query/auto)
+    clip_chars = 1000            # a result's long text in an answer (`fields` asks whole)
+    context_clip_chars = 200     # a context node's long text in an answer
     call_timeout_s = 2.0         # each backend call (docs/adr/0026)
     search_timeout_s = 5.0       # the whole search; a request's `timeout` overrides it
     timeouts = { arcadedb = 1.0 }  # per connector, by name
@@ -41,6 +43,7 @@ from uda.embedding.factory import DEFAULT_EMBEDDER, EMBEDDERS, EmbedderName, emb
 from uda.errors import ConfigError
 from uda.query.deadlines import Deadlines
 from uda.query.fusion import DEFAULT_WEIGHTS, Leg
+from uda.query.projection import DEFAULT_CLIP_CHARS, DEFAULT_CONTEXT_CLIP_CHARS
 
 DEFAULT_ROOT = Path(".uda")
 
@@ -67,6 +70,11 @@ class SearchDefaults:
     half_life_days: float = 365.0
     decay_floor: float = 0.8
     max_context_nodes: int = 25
+    clip_chars: int = DEFAULT_CLIP_CHARS
+    """`[search] clip_chars`: the most characters of a result's long text fields in an
+    answer, unless the request names them in `fields` (uda/query/projection.py)."""
+    context_clip_chars: int = DEFAULT_CONTEXT_CLIP_CHARS
+    """`[search] context_clip_chars`: the same for context nodes' fields."""
     deadlines: Deadlines = field(default_factory=Deadlines)
 
 
@@ -266,8 +274,24 @@ def _search_defaults(section: Mapping[str, Any]) -> SearchDefaults:
         half_life_days=float(section.get("half_life_days", defaults.half_life_days)),
         decay_floor=float(section.get("decay_floor", defaults.decay_floor)),
         max_context_nodes=int(section.get("max_context_nodes", defaults.max_context_nodes)),
+        clip_chars=_chars(section.get("clip_chars", defaults.clip_chars), "search.clip_chars"),
+        context_clip_chars=_chars(
+            section.get("context_clip_chars", defaults.context_clip_chars),
+            "search.context_clip_chars",
+        ),
         deadlines=_deadlines(section, defaults.deadlines),
     )
+
+
+def _chars(value: Any, name: str) -> int:
+    """A clip size: a whole number of characters in [1, 1,000,000], or a ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+        raise ConfigError(
+            f"{name} must be a whole number of characters in [1, 1000000], not {value!r}",
+            field=name,
+            value=value,
+        )
+    return value
 
 
 def _seconds(value: Any, name: str) -> float:

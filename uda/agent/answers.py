@@ -16,6 +16,7 @@ from uda.query.contracts import SearchResult
 
 SNIPPET_CHARS = 300
 PROPERTY_CHARS = 4000
+WHOLE_CHARS = 20_000  # `get_result(fields=[...])`: all a model should read at once
 CONTEXT_PER_HIT = 6
 EMPTY_NOTE = (
     "No results you may see. Try other words, auto_search, fewer filters, or check the "
@@ -37,6 +38,28 @@ def clip(value: Any, limit: int = PROPERTY_CHARS) -> Any:
     if isinstance(value, str) and len(value) > limit:
         return value[: limit - 1] + "…"
     return value
+
+
+def detail_properties(
+    result: SearchResult, whole: frozenset[str]
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """A result's properties for `get_result`, and which are shown clipped (full lengths).
+
+    Properties the call named (`fields`) are shown up to `WHOLE_CHARS`, the others up to
+    `PROPERTY_CHARS`; a value the search answer had clipped already keeps its full length.
+    """
+    everything = "*" in whole
+    properties: dict[str, Any] = {}
+    truncated: dict[str, int] = {
+        path: length for path, length in result.truncated.items() if "[" not in path
+    }
+    truncated.pop("snippet", None)
+    for key, value in result.properties.items():
+        limit = WHOLE_CHARS if everything or key in whole else PROPERTY_CHARS
+        properties[key] = clip(value, limit)
+        if isinstance(value, str) and len(value) > limit:
+            truncated.setdefault(key, len(value))
+    return properties, truncated
 
 
 def context_ref(node: Mapping[str, Any]) -> ContextRef:

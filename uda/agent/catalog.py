@@ -139,7 +139,8 @@ TOOLS: tuple[ToolSpec[Any, Any], ...] = (
         GetResultArgs,
         ResultDetail,
         "Show one result of an earlier search in full: every property, every context node "
-        "and how each retrieval leg ranked it.",
+        "and how each retrieval leg ranked it. Long text comes clipped, `truncated` giving "
+        "full lengths; pass fields=['text'] to read it whole.",
     ),
     _spec_of(
         tools.expand,

@@ -160,6 +160,13 @@ class GetResultArgs(_Args):
 
     query_id: str = Field(description="The query_id a search returned.")
     rank: int = Field(ge=1, description="The result's rank in that search (1 is the best).")
+    fields: list[str] | None = Field(
+        default=None,
+        max_length=64,
+        description="Properties to read whole (e.g. ['text']), fetched again; ['*'] for all. "
+        "Without it, long text is as the search returned it: clipped, with `truncated` "
+        "giving the full lengths.",
+    )
 
 
 class ExpandArgs(_Args):
@@ -265,6 +272,11 @@ class ResultDetail(BaseModel):
     properties: dict[str, Any]
     context: list[ContextNode]
     legs: dict[str, LegRank]
+    truncated: dict[str, int] = Field(
+        default_factory=dict[str, int],
+        description="Properties shown clipped, with their full length in characters; ask "
+        "get_result again with `fields` to read them whole.",
+    )
 
 
 class Mention(BaseModel):

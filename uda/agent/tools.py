@@ -46,7 +46,7 @@ from uda.agent.state import QueryRecord, QuerySpec, UnknownQueryError
 from uda.errors import InvalidRequestError, UnknownFilterFieldError
 
 if TYPE_CHECKING:
-    from uda.query.contracts import SearchOptions
+    from uda.query.contracts import SearchOptions, SearchResult
     from uda.query.fusion import Leg
 
 
@@ -282,6 +282,10 @@ async def get_result(deps: UDADeps, args: GetResultArgs) -> ResultDetail:
     """One result of an earlier search in full: properties, every context node, leg ranks."""
     record = deps.conversation.get(args.query_id, deps.clearance)
     result = record.result(args.rank)
+    wanted = frozenset(args.fields or ())
+    if wanted:
+        result = await _with_fields(deps, result, sorted(wanted))
+    properties, truncated = answers.detail_properties(result, wanted)
     return ResultDetail(
         query_id=record.query_id,
         rank=args.rank,
@@ -290,7 +294,8 @@ async def get_result(deps: UDADeps, args: GetResultArgs) -> ResultDetail:
         name=result.name,
         score=round(result.score, 5),
         snippet=answers.snippet(result.snippet, 2000),
-        properties={k: answers.clip(v) for k, v in result.properties.items()},
+        properties=properties,
+        truncated=truncated,
         context=[
             ContextNode(
                 **answers.context_ref(n).model_dump(), properties=dict(n.get("properties") or {})
@@ -299,6 +304,23 @@ async def get_result(deps: UDADeps, args: GetResultArgs) -> ResultDetail:
         ],
         legs=dict(record.legs.get(result.element_id, {})),
     )
+
+
+async def _with_fields(deps: UDADeps, result: SearchResult, fields: list[str]) -> SearchResult:
+    """The result read again with `fields` whole, through the read seam (clearance holds).
+
+    A structured retrieval of that one element (no query, so nothing is embedded); its
+    score is the earlier search's. When it is no longer there to read (deleted since, or
+    out of this caller's sight), the earlier copy stands.
+    """
+    response = await deps.search(
+        None,
+        limit=1,
+        context_filters={"element_id": result.element_id},
+        options={"fields": fields},
+    )
+    found = response.results
+    return found[0].model_copy(update={"score": result.score}) if found else result
 
 
 async def expand(deps: UDADeps, args: ExpandArgs) -> ExpandAnswer:

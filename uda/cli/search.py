@@ -101,6 +101,15 @@ def add_search_parsers(commands: Any, epilog: str) -> None:
         metavar="WHEN",
         help="an ISO datetime or an HLC stamp: search the state of that time",
     )
+    search.add_argument(
+        "--fields",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="properties to return whole (e.g. text); '*' for whole elements, context nodes "
+        "too. By default long text is clipped (the profile's clip_chars, 1,000 characters) "
+        "and each result's `truncated` gives the full lengths; repeat or comma-separate",
+    )
     search.add_argument("--format", choices=["table", "json", "arrow"], default="table")
     search.add_argument(
         "--output", type=Path, default=None, help="write to this file instead of standard output"
@@ -250,6 +259,8 @@ def run_search(client: Any, args: argparse.Namespace) -> int:
         options["order_by"] = args.order_by
     if args.timeout is not None:
         options["timeout"] = args.timeout
+    if args.fields is not None:
+        options["fields"] = [f.strip() for entry in args.fields for f in entry.split(",")]
     from uda.cli.render import refuse_binary_on_terminal
 
     refuse_binary_on_terminal(args)

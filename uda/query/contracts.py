@@ -21,6 +21,7 @@ from uda.errors import InvalidRequestError
 from uda.hlc import from_datetime
 from uda.query import bounds
 from uda.query.fusion import Leg
+from uda.query.projection import MAX_FIELDS, check_fields
 
 Centrality = Literal["degree", "pagerank"]
 # How expansion walks edges. "context": either way at the first hop, then only along the
@@ -60,6 +61,9 @@ class SearchRequest(BaseModel):
     # Seconds the whole search may take (default: the profile's `search_timeout_s`). A
     # backend that cannot answer in time is left out and the answer says so (`degraded`).
     timeout: float | None = Field(default=None, gt=0, le=60)
+    # Properties to return whole ("*": everything, context nodes too). By default long text
+    # is clipped and each result's `truncated` says what and how long (uda/query/projection).
+    fields: list[str] | None = Field(default=None, max_length=MAX_FIELDS)
 
     @field_validator("limit", "expand_depth", "pool_size", mode="before")
     @classmethod
@@ -78,6 +82,11 @@ class SearchRequest(BaseModel):
         elif value is not None and not 0 <= value <= INT64_MAX:
             raise ValueError("an HLC stamp is a non-negative 64-bit integer")
         return value
+
+    @field_validator("fields")
+    @classmethod
+    def _fields_known(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else check_fields(value)
 
     @field_validator("query")
     @classmethod
@@ -142,6 +151,7 @@ class SearchOptions(TypedDict, total=False):
     order_by: str
     cursor: str
     timeout: float
+    fields: list[str]
 
 
 def search_request(
@@ -205,3 +215,14 @@ class SearchResult(BaseModel):
     context_nodes: list[dict[str, Any]]
     name: str | None = None
     snippet: str | None = None
+    snippet_offset: int | None = Field(
+        default=None,
+        description="where the snippet starts in the element's text, in characters (null: "
+        "not found verbatim)",
+    )
+    truncated: dict[str, int] = Field(
+        default_factory=dict[str, int],
+        description='what this answer clipped: a field\'s path ("text", "extras.notes", '
+        '"context_nodes[2].text") and its full length in characters; empty when whole. '
+        'Ask for `fields` (or ["*"]) to have them whole.',
+    )

@@ -54,6 +54,7 @@ from ontology.arrow import properties_type
 from uda.errors import InvalidRequestError
 from uda.query.contracts import SearchRequest
 from uda.query.deadlines import Degradation
+from uda.query.projection import WHOLE
 
 ExportFormat = Literal["arrow", "parquet", "csv"]
 FORMATS: tuple[ExportFormat, ...] = ("arrow", "parquet", "csv")
@@ -80,7 +81,7 @@ META_DEGRADED = "uda.export.degraded"
 _FORMAT_SET: frozenset[str] = frozenset(FORMATS)
 _ARROW: Any = pa  # pyarrow's stubs leave some constructors partly untyped
 # The columns CSV cannot hold as they are: JSON text instead.
-_JSON_COLUMNS = ("extras", "context_nodes")
+_JSON_COLUMNS = ("extras", "context_nodes", "truncated")
 
 
 class Page(Protocol):
@@ -199,10 +200,17 @@ def check_export(format: str, max_rows: int) -> ExportFormat:
 
 
 def first_request(request: SearchRequest) -> SearchRequest:
-    """The first page's request: a ranked export ranks `RANKED_POOL` unless told otherwise."""
+    """The first page's request: a ranked export ranks `RANKED_POOL` unless told otherwise.
+
+    An export is the data itself: whole elements (`fields=["*"]`) unless the request says
+    which fields it wants whole (`fields=[]`: clipped as a search answer is).
+    """
+    update: dict[str, Any] = {}
     if request.query is not None and request.pool_size is None:
-        return request.model_copy(update={"pool_size": RANKED_POOL})
-    return request
+        update["pool_size"] = RANKED_POOL
+    if request.fields is None:
+        update["fields"] = [WHOLE]
+    return request.model_copy(update=update) if update else request
 
 
 async def pages(

@@ -22,6 +22,7 @@ from uda.query.deadlines import DEFAULT_SEARCH_TIMEOUT_S, Degradation
 from uda.query.filters import parse_filters
 from uda.query.fusion import Leg, RelevanceFusion
 from uda.query.ordering import describe_order, parse_order
+from uda.query.projection import Projection
 
 _MATCH_ALL = AllOf(children=())
 
@@ -48,6 +49,7 @@ class Plan:
     graph_candidates: bool
     traverse: Traverse
     max_context_nodes: int
+    projection: Projection = field(default_factory=Projection)  # what each result carries
     auto: AutoChoice  # the automatic mode, for what the request and the profile left unset
     relevance: RelevanceFusion = "ranks"  # how the semantic and lexical legs meet
     order: StateOrder | None = None  # structured retrieval (no query): the rows' order
@@ -236,6 +238,11 @@ def make_plan(
         auto=auto,
         relevance=mode.relevance,
         max_context_nodes=defaults.max_context_nodes,
+        projection=Projection.of(
+            request.fields,
+            clip_chars=defaults.clip_chars,
+            context_clip_chars=defaults.context_clip_chars,
+        ),
         search_timeout_s=request.timeout or defaults.deadlines.search_s,
         order=None if request.query is not None else parse_order(request.order_by),
         vector_connectors=vector,

@@ -28,7 +28,8 @@ from uda.query.explanation import (
     degradations_from,
 )
 from uda.query.fusion import Leg
-from uda.query.rows import RankedResult, Rows, StateKey, record_batch
+from uda.query.projection import node_truncations
+from uda.query.rows import RankedResult, Rows, record_batch
 
 if TYPE_CHECKING:
     from connectors.contract.system_of_record import StoredState
@@ -87,6 +88,8 @@ def search_result(
         score=row["score"],
         name=row["name"],
         snippet=row["snippet"],
+        snippet_offset=row.get("snippet_offset"),
+        truncated=_truncated(row),
         properties=_flat_properties(row),
         context_nodes=[
             {
@@ -104,21 +107,29 @@ def search_result(
     )
 
 
-def typed_element(row: Mapping[str, Any], known: dict[StateKey, Element] | None = None) -> Element:
+ElementKey = tuple[str, int, tuple[tuple[str, int], ...]]
+"""An element as one response holds it: id, version, and what of it the answer clipped."""
+
+
+def typed_element(
+    row: Mapping[str, Any], known: dict[ElementKey, Element] | None = None
+) -> Element:
     """One row of the result schema as a typed element with its context attached.
 
-    `known` holds the elements of one response by element id and version, shared between
-    its rows: each is validated from a row the first time it is met and copied after that
-    (a context node does not depend on the result it hangs off). Entries are never handed
-    out themselves, so attaching context to one result changes no other.
+    `known` holds the elements of one response by element id, version and clipping, shared
+    between its rows: each is validated from a row the first time it is met and copied
+    after that (a context node does not depend on the result it hangs off). Entries are
+    never handed out themselves, so attaching context to one result changes no other. An
+    element the answer clipped says so (`Element.truncated`).
     """
-    memo: dict[StateKey, Element] = {} if known is None else known
+    memo: dict[ElementKey, Element] = {} if known is None else known
+    own, by_node = node_truncations(_truncated(row))
 
-    def element(node: Mapping[str, Any]) -> Element:
-        key = (node["element_id"], node["version"])
+    def element(node: Mapping[str, Any], clipped: dict[str, int]) -> Element:
+        key = (node["element_id"], node["version"], tuple(sorted(clipped.items())))
         found = memo.get(key)
         if found is None:
-            found = memo[key] = _element_from(node)
+            found = memo[key] = _element_from(node).with_truncated(clipped)
         # A new object per occurrence, as validating gave: `extras` is the one mutable value.
         return found.model_copy(update={"extras": dict(found.extras)})
 
@@ -127,11 +138,18 @@ def typed_element(row: Mapping[str, Any], known: dict[StateKey, Element] | None 
             relation=n["relation"],
             direction=n["direction"],
             depth=n["depth"],
-            element=element(n),
+            element=element(n, by_node.get(index, {})),
         )
-        for n in row["context_nodes"]
+        for index, n in enumerate(row["context_nodes"])
     ]
-    return element(row).with_context(links)
+    own.pop("snippet", None)  # the snippet is not a field of the element
+    return element(row, own).with_context(links)
+
+
+def _truncated(row: Mapping[str, Any]) -> dict[str, int]:
+    """A row's `truncated` map (rows from before it existed have none)."""
+    pairs: list[tuple[str, int]] = row.get("truncated") or []
+    return dict(pairs)
 
 
 class ResultViews(ABC):
@@ -175,7 +193,7 @@ class ResultViews(ABC):
         return self.to_arrow().to_pylist()
 
     @cached_property
-    def _elements(self) -> dict[StateKey, Element]:
+    def _elements(self) -> dict[ElementKey, Element]:
         # Filled from the rows by `typed_element`, so that each element of the response is
         # validated once however often it occurs and `to_elements()` is called.
         return {}
@@ -208,7 +226,7 @@ class SearchResponse(ResultViews):
     def __init__(self, *, plan: Plan, ranked: Sequence[RankedResult], more: bool = False) -> None:
         self.plan = plan
         self._ranked = list(ranked)
-        self._builder = Rows()
+        self._builder = Rows(plan.projection)
         self.more = more
         """Whether another page follows (the planner then sets `next_cursor`)."""
         self.next_cursor = None
@@ -247,11 +265,12 @@ class SearchResponse(ResultViews):
         return [self._builder.ranked(r) for r in self._ranked]
 
     @cached_property
-    def _elements(self) -> dict[StateKey, Element]:
+    def _elements(self) -> dict[ElementKey, Element]:
         # Building the rows validated every payload already: its elements are reused, and
-        # only a state they cannot stand for is validated again, from its row.
+        # only a state they cannot stand for (or that the answer clipped) is validated
+        # again, from its row.
         _ = self._rows
-        return self._builder.elements()
+        return {(eid, version, ()): e for (eid, version), e in self._builder.elements().items()}
 
     def explain(self) -> Explanation:
         """The plan and each leg's raw score, decayed score, rank and contribution."""

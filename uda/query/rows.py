@@ -25,6 +25,7 @@ from ontology.arrow import BASE_FIELDS, property_names
 from uda.query.exact import ExactMatch
 from uda.query.fusion import Leg
 from uda.query.graph_context import ContextHop
+from uda.query.projection import Projection
 
 _LEVELS = list(Sensitivity)
 
@@ -219,8 +220,11 @@ class Rows:
     validated for a row is kept, so that `elements()` need not validate it again.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, projection: Projection | None = None) -> None:
         self._seen: dict[StateKey, _Seen] = {}
+        # None: whole (an element lookup); a search answer clips as its plan says.
+        self._projection = projection
+        self._clipped: set[StateKey] = set()
 
     def ranked(self, result: RankedResult) -> dict[str, Any]:
         """A ranked result as a row of the result schema."""
@@ -233,11 +237,14 @@ class Rows:
     def elements(self) -> dict[StateKey, Element]:
         """Typed elements of every state in the rows so far, from what they validated.
 
-        Without the states whose payload could not be used (see `_typed`); the caller
+        Without the states whose payload could not be used (see `_typed`) and those the
+        answer clipped somewhere (their rows hold less than the payload); the caller
         validates those from their rows. Each element is new: callers may attach context.
         """
         typed: dict[StateKey, Element] = {}
         for key, seen in self._seen.items():
+            if key in self._clipped:
+                continue
             element = None if seen.element is None else _typed(seen.state, seen.element)
             if element is not None:
                 typed[key] = element
@@ -254,9 +261,25 @@ class Rows:
         self, state: StoredState, context: Context, ranking: Mapping[str, Any]
     ) -> dict[str, Any]:
         own = self._fields(state)
+        projection = self._projection
+        properties, extras, snippet = own.properties, own.extras, ranking["snippet"]
+        offset = passage_offset(properties.get("text"), snippet)
+        truncated: dict[str, int] = {}
+        if projection is not None:
+            properties, extras, snippet, truncated = projection.own(properties, extras, snippet)
+            if truncated.keys() - {"snippet"}:
+                self._clipped.add((state.element_id, state.version))
         nodes: list[dict[str, Any]] = []
-        for hop, node in context:
+        for index, (hop, node) in enumerate(context):
             fields = self._fields(node)
+            node_properties, node_extras = fields.properties, fields.extras
+            if projection is not None:
+                node_properties, node_extras, clipped = projection.node(
+                    node_properties, node_extras, index
+                )
+                if clipped:
+                    truncated.update(clipped)
+                    self._clipped.add((node.element_id, node.version))
             nodes.append(
                 {
                     "element_id": node.element_id,
@@ -267,25 +290,47 @@ class Rows:
                     "depth": hop.depth,
                     "via": hop.via,
                     **_node_common(node),
-                    "properties": fields.properties,
-                    "extras": list(fields.extras.items()),
+                    "properties": node_properties,
+                    "extras": list(node_extras.items()),
                 }
             )
         return {
             "element_id": state.element_id,
             "element_type": state.element_type,
             **ranking,
+            "snippet": snippet,
             "name": state.name,
             **_node_common(state),
-            "properties": own.properties,
-            "extras": list(own.extras.items()),
+            "properties": properties,
+            "extras": list(extras.items()),
             "context_nodes": nodes,
+            "truncated": list(truncated.items()),
+            "snippet_offset": offset,
         }
 
 
-def ranked_rows(ranked: Sequence[RankedResult]) -> list[dict[str, Any]]:
+def passage_offset(text: object, passage: str | None) -> int | None:
+    """Where `passage` (a chunk) starts in `text`, in characters; None when not found.
+
+    A chunk is the text's own words, but the chunker joins a long paragraph's pieces with
+    single spaces: when the whole chunk is not found verbatim, its opening is looked for.
+    """
+    if not isinstance(text, str) or not passage:
+        return None
+    found = text.find(passage)
+    if found < 0:
+        found = text.find(passage[:_OPENING])
+    return found if found >= 0 else None
+
+
+_OPENING = 48  # characters: enough to be unique in a document, short enough to be verbatim
+
+
+def ranked_rows(
+    ranked: Sequence[RankedResult], projection: Projection | None = None
+) -> list[dict[str, Any]]:
     """Ranked results as rows of `ontology.result_schema()`, in Python values."""
-    rows = Rows()
+    rows = Rows(projection)
     return [rows.ranked(r) for r in ranked]
 
 
