@@ -117,6 +117,15 @@ class Servers:
             self._dsn = None
 
 
+def profile_name_of(name: str) -> ProfileName:
+    """A run's profile name (`--profiles`) as the `ProfileName` it is."""
+    if name == "embedded":
+        return "embedded"
+    if name == "server":
+        return "server"
+    raise ValueError(f"unknown profile {name!r}")
+
+
 def make_profile(kind: ProfileName, corpus: str, root: Path, servers: Servers) -> Profile:
     """The embedded or server profile for one corpus."""
     if kind == "embedded":

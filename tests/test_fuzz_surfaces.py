@@ -8,6 +8,7 @@ the number of examples is bounded so that the suite stays fast.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from uda.agent.deps import UDADeps
 from uda.cli.commands import EXIT_OK, EXIT_USAGE, main
 from uda.embedding import Embedder
 from uda.errors import UserError
+from uda.query.aggregates.request import AggregateOptions
+from uda.query.contracts import SearchOptions
 
 ELEMENTS = [
     Document(
@@ -86,6 +89,7 @@ def option_values() -> st.SearchStrategy[list[str]]:
         st.tuples(st.just("--order-by"), text),
         st.tuples(st.just("--cursor"), text),
         st.tuples(st.just("--type"), st.sampled_from(["Document", "Decision", "Nope"]) | text),
+        st.tuples(st.just("--fields"), st.sampled_from(["text", "*", "extras", "txet"]) | text),
     ).map(list)
 
 
@@ -113,6 +117,68 @@ def test_cli_search_arguments(
     event(f"exit {code}")
     capsys.readouterr()
     assert code in (EXIT_OK, EXIT_USAGE), argv
+
+
+# -- the Python API --------------------------------------------------------------------------
+SEARCH_ARGUMENTS = [
+    "query",
+    "limit",
+    "clearance_scope",
+    "context_filters",
+    *SearchOptions.__annotations__,
+]
+
+
+@FEW
+@given(
+    arguments=st.dictionaries(
+        st.sampled_from([*SEARCH_ARGUMENTS, "unknown"]), json_like, max_size=4
+    )
+)
+def test_python_search_arguments(
+    store: Path, embedder: Embedder, arguments: dict[str, Any]
+) -> None:
+    """`search` with any keyword arguments: an answer or a `UserError`, sync and async."""
+    kwargs: dict[str, Any] = {"query": "payment retries", **arguments}
+    with uda.connect(path=store, embedder=embedder) as client:
+        try:
+            client.search(**kwargs)
+            event("answered")
+        except UserError:
+            event("a user error")
+
+    async def run() -> None:
+        async with uda.aconnect(path=store, embedder=embedder) as client:
+            with contextlib.suppress(UserError):
+                await client.search(**kwargs)
+
+    asyncio.run(run())
+
+
+AGGREGATE_ARGUMENTS = [
+    "query",
+    "clearance_scope",
+    "context_filters",
+    *AggregateOptions.__annotations__,
+]
+
+
+@FEW
+@given(
+    arguments=st.dictionaries(
+        st.sampled_from([*AGGREGATE_ARGUMENTS, "unknown"]), json_like, max_size=4
+    )
+)
+def test_python_aggregate_arguments(
+    store: Path, embedder: Embedder, arguments: dict[str, Any]
+) -> None:
+    """`aggregate` with any keyword arguments: an answer or a `UserError`."""
+    with uda.connect(path=store, embedder=embedder) as client:
+        try:
+            client.aggregate(**arguments)
+            event("answered")
+        except UserError:
+            event("a user error")
 
 
 # -- the agent tools (the functions behind MCP and the pydantic-ai toolset) -----------------

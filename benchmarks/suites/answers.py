@@ -71,7 +71,7 @@ from benchmarks.datasets import MULTIHOP_SETS
 from benchmarks.embedding import warm_queries
 from benchmarks.metrics import latency_summary, percentile
 from benchmarks.suites import Context, SuiteResult
-from benchmarks.systems import IngestStats, ProfileName, ingest, make_profile, open_client
+from benchmarks.systems import IngestStats, ingest, make_profile, open_client, profile_name_of
 from ontology import (
     Decision,
     DecisionStatus,
@@ -492,7 +492,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
     embedder = PassageEmbedder(model, corpus.names())
     warm_queries(embedder, queries)
     for profile_name in ctx.profiles:
-        profile = make_profile(_profile_name(profile_name), "answers", ctx.work, ctx.servers)
+        profile = make_profile(profile_name_of(profile_name), "answers", ctx.work, ctx.servers)
         ctx.log(f"answers ({profile_name}): ingest {corpus.docs} documents")
         before = (model.embedded, model.seconds, model.from_disk)
         with open_client(profile, embedder) as client:
@@ -573,14 +573,6 @@ def run(ctx: Context, result: SuiteResult) -> None:
                     "options": mode.options,
                 },
             )
-
-
-def _profile_name(name: str) -> ProfileName:
-    if name == "embedded":
-        return "embedded"
-    if name == "server":
-        return "server"
-    raise ValueError(f"unknown profile {name!r}")
 
 
 def _write(ctx: Context, client: Any, corpus: LargeCorpus) -> IngestStats:

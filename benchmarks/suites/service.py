@@ -39,7 +39,7 @@ from benchmarks.datasets import BeirSet, documents, read_beir, subset
 from benchmarks.metrics import percentile
 from benchmarks.serving import Service, served
 from benchmarks.suites import Context, SuiteResult
-from benchmarks.systems import ProfileName, ingest, make_profile, open_client
+from benchmarks.systems import ingest, make_profile, open_client, profile_name_of
 from ontology import Document
 
 DATASET = "scifact"
@@ -101,7 +101,7 @@ def run(ctx: Context, result: SuiteResult) -> None:
         f"{os.cpu_count()} cores"
     )
     for profile_name in ctx.profiles:
-        profile = make_profile(_profile_name(profile_name), "service", ctx.work, ctx.servers)
+        profile = make_profile(profile_name_of(profile_name), "service", ctx.work, ctx.servers)
         ctx.log(f"service ({profile_name}): ingest {len(docs)} passages")
         with open_client(profile, ctx.embedder) as client:
             stats = ingest(client, docs, progress=ctx.log)
@@ -157,14 +157,6 @@ def passages(data: BeirSet, ctx: Context) -> list[Document]:
     first = subset(data, queries=preset.scifact_queries, docs=preset.scifact_docs).corpus
     ids = [*first, *(d for d in data.corpus if d not in first)][: preset.service_docs]
     return documents(replace(data, corpus={d: data.corpus[d] for d in ids}))
-
-
-def _profile_name(name: str) -> ProfileName:
-    if name == "embedded":
-        return "embedded"
-    if name == "server":
-        return "server"
-    raise ValueError(f"unknown profile {name!r}")
 
 
 def query_texts(path: Path) -> list[str]:

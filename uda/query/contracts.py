@@ -173,12 +173,25 @@ def search_request(
     fields: dict[str, Any] = {
         "query": query,
         "limit": limit,
-        "context_filters": dict(context_filters or {}),
+        "context_filters": {}
+        if context_filters is None
+        else copied_if(context_filters, Mapping, dict),
         **options,
     }
     if clearance_scope is not None:
-        fields["clearance_scope"] = list(clearance_scope)
+        fields["clearance_scope"] = copied_if(clearance_scope, Iterable, list)
     return SearchRequest.build(**fields)
+
+
+def copied_if(value: Any, kind: type, copy: Any) -> Any:
+    """A copy of `value` if it is of `kind` (not a string), else `value` as given.
+
+    What is not of its kind is for the model to refuse by name: `list(True)` would fail
+    here with a bare TypeError, and `list("public")` would quietly be six entries.
+    """
+    if isinstance(value, kind) and not isinstance(value, str | bytes):
+        return copy(value)
+    return value
 
 
 _WHOLE_REQUEST_ERRORS = {"query_or_structure": "query", "order_by_ranked": "order_by"}

@@ -25,7 +25,7 @@ from connectors.contract.aggregation import TimeUnit
 from connectors.contract.predicates import INT64_MAX
 from uda.hlc import from_datetime
 from uda.query import bounds
-from uda.query.contracts import request_error
+from uda.query.contracts import copied_if, request_error
 
 Metric = Literal["count", "min", "max", "avg"]
 MAX_GROUP_KEYS = 3
@@ -165,14 +165,15 @@ def aggregate_request(
     Raises:
         InvalidRequestError: naming the first bad field and value.
     """
-    fields: dict[str, Any] = {"query": query, "context_filters": dict(context_filters or {})}
+    filters: Any = {} if context_filters is None else copied_if(context_filters, Mapping, dict)
+    fields: dict[str, Any] = {"query": query, "context_filters": filters}
     fields.update(options)
     if "group_by" in fields:
-        fields["group_by"] = list(fields["group_by"])
+        fields["group_by"] = copied_if(fields["group_by"], Iterable, list)
     if "temporal" in fields and isinstance(fields["temporal"], list):
         fields["temporal"] = tuple(fields["temporal"])  # pyright: ignore[reportUnknownArgumentType]
     if clearance_scope is not None:
-        fields["clearance_scope"] = list(clearance_scope)
+        fields["clearance_scope"] = copied_if(clearance_scope, Iterable, list)
     return AggregateRequest.build(**fields)
 
 
