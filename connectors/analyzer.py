@@ -9,6 +9,12 @@ the embedded and server profiles would then rank the same corpus differently.
 Terms are lower-cased runs of Unicode letters and digits (`_` separates words), without
 stopwords and over-long runs (encoded blobs), stemmed with the Snowball English stemmer
 (Porter2). A chunk's length is its number of terms, stopwords not counted (as in Lucene).
+
+A joined identifier (`KEP-5100`, `PAY-1234`, `CK-666`: ASCII letters and digits joined by
+`-` or `.`, with a letter and a run of three digits) is one more term, whole and
+lower-cased, beside its parts. Its parts alone find every chunk that holds `kep` and, anywhere,
+`5100` (a year, a port, an issue number); the whole term finds the chunk that writes it, so
+the exact-match rule (`uda.query.exact`) sees that chunk among the lexical leg's.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Protocol, cast
 import Stemmer
 
 # Bump when the terms a text yields change: stores indexed with another version re-index.
-ANALYZER_VERSION = "uda-english-1"
+ANALYZER_VERSION = "uda-english-2"  # 2: joined identifiers
 MAX_TERM_CHARS = 64
 
 # Lucene's English stop set plus question words, which carry no topic in a question.
@@ -57,14 +63,30 @@ def _words(text: str) -> list[str]:
     ]
 
 
+_JOINED = re.compile(r"[0-9A-Za-z]+(?:[-.][0-9A-Za-z]+)+")
+_LETTER = re.compile(r"[A-Za-z]")
+_THREE_DIGITS = re.compile(r"[0-9]{3}")
+
+
+def _joined(text: str) -> list[str]:
+    """The joined identifiers of `text`, lower-cased (never stemmed: they are names)."""
+    return [
+        token.lower()
+        for token in _JOINED.findall(text)
+        if len(token) <= MAX_TERM_CHARS and _LETTER.search(token) and _THREE_DIGITS.search(token)
+    ]
+
+
 def term_frequencies(*texts: str) -> Counter[str]:
     """Each term of the texts (a chunk's name and text) with its number of occurrences."""
     words: list[str] = []
+    joined: list[str] = []
     for text in texts:
         words += _words(text)
-    return Counter(_stem_words(words))
+        joined += _joined(text)
+    return Counter(_stem_words(words) + joined)
 
 
 def query_terms(query: str) -> list[str]:
-    """The distinct terms of a query, in order of first occurrence."""
-    return list(dict.fromkeys(_stem_words(_words(query))))
+    """The distinct terms of a query, in order of first occurrence (joined ones last)."""
+    return list(dict.fromkeys(_stem_words(_words(query)) + _joined(query)))

@@ -34,6 +34,23 @@ def test_underscores_and_punctuation_separate_words() -> None:
     }
 
 
+def test_a_joined_identifier_is_a_term_beside_its_parts() -> None:
+    assert term_frequencies("# KEP-5100: DSR, see PAY-1234.") == {
+        "kep": 1,
+        "5100": 1,
+        "dsr": 1,
+        "see": 1,
+        "pay": 1,
+        "1234": 1,
+        "kep-5100": 1,
+        "pay-1234": 1,
+    }
+    assert query_terms("KEP-5100") == ["kep", "5100", "kep-5100"]
+    # Not identifiers: no letter (a date), no run of three digits (a version, IL-6).
+    for text in ("2020-09-11", "v1.2.3", "IL-6", "e.g.", "kubernetes.io"):
+        assert not [t for t in term_frequencies(text) if "-" in t or "." in t], text
+
+
 def test_overlong_runs_are_not_terms() -> None:
     blob = "x" * (MAX_TERM_CHARS + 1)
     assert term_frequencies(f"{blob} harbour") == {"harbour": 1}

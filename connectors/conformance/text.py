@@ -163,6 +163,18 @@ class TextConformance(ConformanceBase):
         assert len(top) == 2
         assert top[0].element_id == "t2"
 
+    async def test_text_finds_the_chunk_that_writes_an_identifier(self, text: TextCapable) -> None:
+        """`KEP-5100` ranks the chunk writing it above chunks with `kep` and `5100` apart."""
+        chunks = [
+            chunk("apart-1", text="Every KEP names owners. It merged in issue 5100 of 2021."),
+            chunk("apart-2", text="KEP reviews, KEP owners, KEP approvers; port 5100, port 5100."),
+            chunk("joined", text="The proposal itself: # KEP-5100: DSR and overlay support."),
+        ]
+        await text.upsert_text_chunks(chunks)
+        hits = await text.text_search("KEP-5100", 3, PUBLIC)
+        ranked = [h.element_id for h in hits]
+        assert ranked[0] == "joined", ranked
+
     async def test_text_query_syntax_is_data(self, text: TextCapable) -> None:
         """FTS and SQL syntax in the query is searched as words: no error, sane hits."""
         chunks = corpus()
