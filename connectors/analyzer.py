@@ -14,7 +14,8 @@ A joined identifier (`KEP-5100`, `PAY-1234`, `CK-666`: ASCII letters and digits 
 `-` or `.`, with a letter and a run of three digits) is one more term, whole and
 lower-cased, beside its parts. Its parts alone find every chunk that holds `kep` and, anywhere,
 `5100` (a year, a port, an issue number); the whole term finds the chunk that writes it, so
-the exact-match rule (`uda.query.exact`) sees that chunk among the lexical leg's.
+the exact-match rule (`uda.query.exact`) sees that chunk among the lexical leg's. It adds
+nothing to a chunk's length, so a query without one scores as it did before (ADR 41).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from typing import Protocol, cast
 
 import Stemmer
@@ -75,6 +77,23 @@ def _joined(text: str) -> list[str]:
         for token in _JOINED.findall(text)
         if len(token) <= MAX_TERM_CHARS and _LETTER.search(token) and _THREE_DIGITS.search(token)
     ]
+
+
+def is_joined(term: str) -> bool:
+    """Whether a term is a joined identifier (a word term never holds `-` or `.`)."""
+    return "-" in term or "." in term
+
+
+def chunk_length(terms: Mapping[str, int]) -> int:
+    """A chunk's BM25 length: its word terms.
+
+    Joined identifiers add none, so a query without one scores as before they were terms.
+    """
+    return sum(n for term, n in terms.items() if not is_joined(term))
+
+
+# The same rule for term rows in SQL (`term` a column): what `chunk_length` counts.
+WORD_TERM_SQL = "term NOT LIKE '%-%' AND term NOT LIKE '%.%'"  # SQLite and PostgreSQL
 
 
 def term_frequencies(*texts: str) -> Counter[str]:

@@ -9,6 +9,7 @@ from connectors.analyzer import (
     ANALYZER_VERSION,
     MAX_TERM_CHARS,
     STOPWORDS,
+    chunk_length,
     query_terms,
     term_frequencies,
 )
@@ -46,6 +47,8 @@ def test_a_joined_identifier_is_a_term_beside_its_parts() -> None:
         "pay-1234": 1,
     }
     assert query_terms("KEP-5100") == ["kep", "5100", "kep-5100"]
+    # The whole term adds nothing to BM25's length: other queries score as before.
+    assert chunk_length(term_frequencies("# KEP-5100: DSR")) == 3
     # Not identifiers: no letter (a date), no run of three digits (a version, IL-6).
     for text in ("2020-09-11", "v1.2.3", "IL-6", "e.g.", "kubernetes.io"):
         assert not [t for t in term_frequencies(text) if "-" in t or "." in t], text

@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from connectors.analyzer import ANALYZER_VERSION, term_frequencies
+from connectors.analyzer import ANALYZER_VERSION, WORD_TERM_SQL, chunk_length, term_frequencies
 from connectors.contract.system_of_record import DERIVED_CHUNK_COLUMNS, column_list, conflict_update
 
 _TEXT_CHUNK_COLUMNS = (*DERIVED_CHUNK_COLUMNS, "name", "text")
@@ -23,12 +23,15 @@ VALUES ({", ".join(["%s"] * len(_TEXT_CHUNK_COLUMNS))}, 0)
 {conflict_update("chunk_id", _TEXT_CHUNK_COLUMNS)}
 """  # noqa: S608 - fixed fragments only
 # A chunk whose term rows do not add up to its length lost (or gained) index entries.
-TEXT_INDEX_DRIFT = """
+# (Joined identifiers are term rows outside the length, connectors.analyzer.chunk_length.)
+TEXT_INDEX_DRIFT = f"""
 SELECT count(*) FROM text_chunks t
-LEFT JOIN (SELECT chunk_id, sum(tf) AS total FROM chunk_terms GROUP BY chunk_id) c
-    ON c.chunk_id = t.chunk_id
+LEFT JOIN (
+    SELECT chunk_id, sum(tf) FILTER (WHERE {WORD_TERM_SQL}) AS total
+    FROM chunk_terms GROUP BY chunk_id
+) c ON c.chunk_id = t.chunk_id
 WHERE t.length <> coalesce(c.total, 0)
-"""
+"""  # noqa: S608 - fixed fragments only
 # The analyzer that indexed the store, as a `meta` key (its values are numbers).
 _ANALYZER_KEY = "text_analyzer:" + ANALYZER_VERSION
 
@@ -102,7 +105,7 @@ async def index_terms(conn: AsyncConnection[Any], chunks: Sequence[tuple[str, st
         async with cur.copy("COPY chunk_terms (term, chunk_id, tf) FROM STDIN") as copy:
             for chunk_id, name, text in chunks:
                 terms = term_frequencies(name, text)
-                lengths.append((sum(terms.values()), chunk_id))
+                lengths.append((chunk_length(terms), chunk_id))
                 for term, tf in terms.items():
                     await copy.write_row((term, chunk_id, tf))
         await cur.executemany("UPDATE text_chunks SET length = %s WHERE chunk_id = %s", lengths)

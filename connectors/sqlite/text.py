@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from connectors.analyzer import ANALYZER_VERSION, term_frequencies
+from connectors.analyzer import ANALYZER_VERSION, chunk_length, term_frequencies
 from connectors.bm25 import BM25_B, BM25_K1
 from connectors.contract.records import ChunkRecord
 from connectors.contract.system_of_record import (
@@ -37,7 +37,7 @@ def index_chunks(conn: sqlite3.Connection, chunks: Sequence[ChunkRecord]) -> Non
     conn.executemany(
         _INSERT_CHUNK,
         [
-            (*derived_chunk_values(c, json.dumps), c.name, c.text, sum(terms.values()))
+            (*derived_chunk_values(c, json.dumps), c.name, c.text, chunk_length(terms))
             for c, terms in zip(chunks, analysed, strict=True)
         ],
     )
@@ -68,7 +68,7 @@ def rebuild_terms(conn: sqlite3.Connection) -> None:
         terms = term_frequencies(name, text)
         conn.executemany(_INSERT_TERM, [(term, doc, tf) for term, tf in terms.items()])
         conn.execute(
-            "UPDATE text_chunks SET length = ? WHERE rowid = ?", (sum(terms.values()), doc)
+            "UPDATE text_chunks SET length = ? WHERE rowid = ?", (chunk_length(terms), doc)
         )
     conn.execute(
         "INSERT INTO meta VALUES (?, ?) ON CONFLICT DO UPDATE SET value = excluded.value",
