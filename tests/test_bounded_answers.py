@@ -29,7 +29,7 @@ from uda.embedding import Embedder
 from uda.errors import ConfigError, InvalidRequestError
 from uda.http.remote import AsyncRemoteClient
 from uda.http.wire import ARROW_STREAM, read_stream
-from uda.query.projection import DEFAULT_CLIP_CHARS, DEFAULT_CONTEXT_CLIP_CHARS
+from uda.query.projection import DEFAULT_CLIP_CHARS, DEFAULT_CONTEXT_CLIP_CHARS, Projection
 
 PUBLIC = ["public"]
 DOCS_ONLY = ["Document"]  # the decision is searchable too; these tests read it as context
@@ -405,3 +405,19 @@ async def test_mcp_get_result_takes_fields(store: Path, embedder: Embedder) -> N
             )
             assert bad.is_error
             assert "fields" in " ".join(block.text for block in bad.content)
+
+
+def test_projection_clips_extras_unless_named() -> None:
+    """Pure: `extras` names every extra; a named extra (a user subclass's field) is whole."""
+    properties, extras = {"text": "abcdef", "status": "ok"}, {"notes": "xyzxyz", "body": "123456"}
+    got = Projection.of(None, clip_chars=3).own(properties, extras, "snippet")
+    assert got == (
+        {"text": "abc", "status": "ok"},
+        {"notes": "xyz", "body": "123"},
+        "sni",
+        {"text": 6, "extras.notes": 6, "extras.body": 6, "snippet": 7},
+    )
+    assert Projection.of(["extras"], clip_chars=3).own(properties, extras, None)[1] == extras
+    named = Projection.of(["body"], clip_chars=3).own(properties, extras, None)
+    assert named[1] == {"notes": "xyz", "body": "123456"}
+    assert Projection.of(["*"], clip_chars=3).own(properties, extras, "s")[3] == {}

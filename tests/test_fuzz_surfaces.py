@@ -141,11 +141,7 @@ def test_python_search_arguments(
     """`search` with any keyword arguments: an answer or a `UserError`, sync and async."""
     kwargs: dict[str, Any] = {"query": "payment retries", **arguments}
     with uda.connect(path=store, embedder=embedder) as client:
-        try:
-            client.search(**kwargs)
-            event("answered")
-        except UserError:
-            event("a user error")
+        _answer_or_user_error(client.search, kwargs)
 
     async def run() -> None:
         async with uda.aconnect(path=store, embedder=embedder) as client:
@@ -174,11 +170,16 @@ def test_python_aggregate_arguments(
 ) -> None:
     """`aggregate` with any keyword arguments: an answer or a `UserError`."""
     with uda.connect(path=store, embedder=embedder) as client:
-        try:
-            client.aggregate(**arguments)
-            event("answered")
-        except UserError:
-            event("a user error")
+        _answer_or_user_error(client.aggregate, arguments)
+
+
+def _answer_or_user_error(call: Any, kwargs: dict[str, Any]) -> None:
+    """Call with the keywords; a `UserError` is a fine end, any other exception fails."""
+    try:
+        call(**kwargs)
+        event("answered")
+    except UserError:
+        event("a user error")
 
 
 # -- the agent tools (the functions behind MCP and the pydantic-ai toolset) -----------------

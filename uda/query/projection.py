@@ -97,9 +97,8 @@ class Projection:
             return properties, extras, snippet, {}
         truncated: dict[str, int] = {}
         properties = self._clip(properties, self.clip_chars, "", truncated, self.whole)
-        extras = self._clip(
-            extras, self.clip_chars, "extras.", truncated, _extras_whole(self.whole)
-        )
+        if EXTRAS not in self.whole:  # a user subclass's own field travels as an extra
+            extras = self._clip(extras, self.clip_chars, "extras.", truncated, self.whole)
         if snippet is not None and len(snippet) > self.clip_chars:
             truncated["snippet"] = len(snippet)
             snippet = snippet[: self.clip_chars]
@@ -138,22 +137,6 @@ class Projection:
                 clipped[key] = value[:limit]  # pyright: ignore[reportArgumentType]
                 truncated[prefix + key] = len(value)
         return values if clipped is None else clipped
-
-
-def _extras_whole(whole: frozenset[str]) -> frozenset[str]:
-    # `extras` names every extras key; a user subclass's own field travels as an extra, and
-    # naming that field returns it whole too.
-    return _ALL_KEYS if EXTRAS in whole else whole
-
-
-class _AllKeys(frozenset[str]):
-    """A set that holds every key (`fields=["extras"]`)."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
-
-
-_ALL_KEYS = _AllKeys()
 
 
 def node_truncations(
