@@ -10,8 +10,12 @@ import heapq
 import math
 from collections.abc import Sequence
 
-BM25_K1 = 1.2
-BM25_B = 0.75
+# Lucene's BM25 with Anserini's defaults (k1 0.9, b 0.4) rather than Lucene's own (1.2, 0.75):
+# a chunk is already a passage of bounded length, so its length says less about verbosity
+# than a whole document's would, and a saturating term frequency suits short passages.
+# Chosen on SciFact's train split (ADR 42); every other suite was checked, not consulted.
+BM25_K1 = 0.9
+BM25_B = 0.4
 
 
 def bm25_top(
