@@ -118,15 +118,36 @@ def degree_centrality(adj: Adjacency, candidates: Iterable[str]) -> dict[str, fl
 PAGERANK_SEED_TEMPERATURE = 0.02
 PAGERANK_DAMPING = 0.85
 
+SeedLeg = tuple[Mapping[str, float], float]  # a leg's seed scores (higher is better), share
+
+
+def restart_weights(legs: Iterable[SeedLeg]) -> dict[str, float]:
+    """Where the walk restarts: each leg's best matches, sharpened, in proportion to its share.
+
+    Every leg is sharpened against its own best score (`PAGERANK_SEED_TEMPERATURE`), so each
+    leg's best match restarts with the leg's whole share whatever the leg's scale, and a
+    node both legs found restarts with both shares (ADR 43).
+    """
+    weights: dict[str, float] = {}
+    for scores, share in legs:
+        finite = {n: s for n, s in scores.items() if math.isfinite(s)}
+        if share <= 0 or not finite:
+            continue
+        best = max(finite.values())
+        for node, score in finite.items():
+            weight = share * math.exp((score - best) / PAGERANK_SEED_TEMPERATURE)
+            weights[node] = weights.get(node, 0.0) + weight
+    return weights
+
 
 def pagerank_centrality(
-    edges: Sequence[GraphEdge], seeds: Mapping[str, float], candidates: Iterable[str]
+    edges: Sequence[GraphEdge], restart: Mapping[str, float], candidates: Iterable[str]
 ) -> dict[str, float]:
-    """Personalized PageRank over the visible subgraph, seeded by the candidates' scores.
+    """Personalized PageRank over the visible subgraph, restarting at `restart`'s nodes.
 
     Every candidate is a node, edges or not, so a seed without edges keeps the mass it
-    restarts with instead of dropping out. Seeds are `seeds` (Phase-1 scores, higher is
-    better) sharpened by `PAGERANK_SEED_TEMPERATURE`; nodes without a seed score get none.
+    restarts with instead of dropping out. `restart` comes from `restart_weights`; nodes
+    without a weight never restart.
     """
     wanted = list(candidates)
     if not edges:
@@ -134,14 +155,9 @@ def pagerank_centrality(
     graph: nx.Graph[str] = nx.Graph()
     graph.add_nodes_from(wanted)
     graph.add_edges_from((e.source_id, e.target_id) for e in edges)
-    scored = {n: seeds[n] for n in graph.nodes if n in seeds and math.isfinite(seeds[n])}
-    if not scored:
+    personalization = {n: restart.get(n, 0.0) for n in graph.nodes}
+    if not any(personalization.values()):
         return dict.fromkeys(wanted, 0.0)
-    best = max(scored.values())
-    personalization = {
-        n: math.exp((scored[n] - best) / PAGERANK_SEED_TEMPERATURE) if n in scored else 0.0
-        for n in graph.nodes
-    }
     ranks: dict[str, float] = nx.pagerank(  # pyright: ignore[reportUnknownMemberType]
         graph, alpha=PAGERANK_DAMPING, personalization=personalization
     )

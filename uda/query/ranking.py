@@ -30,8 +30,10 @@ from uda.query.fusion import (
 from uda.query.graph_context import (
     Adjacency,
     ContextHop,
+    SeedLeg,
     degree_centrality,
     pagerank_centrality,
+    restart_weights,
 )
 from uda.query.plan import Plan
 from uda.query.rows import RankedResult
@@ -190,20 +192,34 @@ def _centrality(
 ) -> dict[str, float]:
     """The centrality leg's scores: PageRank seeded by the query, or degree."""
     if plan.centrality == "pagerank":
-        return pagerank_centrality(seen_edges, _seed_scores(semantic, lexical), candidates)
+        restart = restart_weights(_seed_legs(plan, semantic, lexical))
+        return pagerank_centrality(seen_edges, restart, candidates)
     return degree_centrality(adj, candidates)
 
 
-def _seed_scores(semantic: Mapping[str, float], lexical: Mapping[str, float]) -> dict[str, float]:
-    """PageRank seeds: cosine similarities, or BM25 as a fraction of the best.
+def _seed_legs(
+    plan: Plan, semantic: Mapping[str, float], lexical: Mapping[str, float]
+) -> list[SeedLeg]:
+    """PageRank seeds: each retrieval leg's scores, with the leg's weight as its share.
 
-    BM25 seeds only when the semantic leg is off; it has no fixed scale, and the seed
-    temperature assumes one.
+    Cosine similarities as they are; BM25 as a fraction of the best, since it has no fixed
+    scale and the seed temperature assumes one. The lexical leg's best hit is often the
+    passage that names the question's entity, and the walk should start there too, not
+    only at the dense leg's best (ADR 43). Legs the request weighs at 0 seed nothing,
+    unless no retrieval leg weighs anything: then each found leg seeds equally.
     """
-    if semantic:
-        return dict(semantic)
     best = max(lexical.values(), default=0.0)
-    return {eid: score / best for eid, score in lexical.items()} if best > 0 else {}
+    legs: list[tuple[Mapping[str, float], float]] = [
+        (semantic, plan.weights.get(Leg.SEMANTIC, 0.0)),
+        (
+            {eid: score / best for eid, score in lexical.items()} if best > 0 else {},
+            plan.weights.get(Leg.LEXICAL, 0.0),
+        ),
+    ]
+    found = [(scores, share) for scores, share in legs if scores]
+    if not any(share > 0 for _, share in found):
+        return [(scores, 1.0) for scores, _ in found]
+    return found
 
 
 def _decay(plan: Plan, state: StoredState) -> float:

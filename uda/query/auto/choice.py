@@ -10,9 +10,10 @@ Two ways of using a graph, measured on the benchmark sets (benchmarks/README.md,
   through a hub reaches everything and tells nothing.
 - `associative`: the graph says which assets belong together (passages that mention the
   same entity, pages that link each other). Walk two hops either way, let the assets
-  reached compete as candidates, and rank by personalized PageRank seeded by the query's
-  dense scores, weighted `ASSOCIATIVE_CENTRALITY_WEIGHT`. Default pipeline on the multi-hop
-  sets, Recall@5: 58.2 -> 68.8 (hipporag_musique), 73.3 -> 80.8 (migres_2wiki). The legs
+  reached compete as candidates, and rank by personalized PageRank seeded by the best
+  matches of both retrieval legs (ADR 43), weighted `ASSOCIATIVE_CENTRALITY_WEIGHT`.
+  Default pipeline on the multi-hop sets, Recall@5 (ADR 36's run): 58.2 -> 68.8
+  (hipporag_musique), 73.3 -> 80.8 (migres_2wiki). The legs
   meet by rank: fusing their scores first lost 1 to 1.5 points on three of the five sets
   (ADR 37).
 
