@@ -209,7 +209,7 @@ def _seed_legs(
     unless no retrieval leg weighs anything: then each found leg seeds equally.
     """
     best = max(lexical.values(), default=0.0)
-    legs: list[tuple[Mapping[str, float], float]] = [
+    legs: list[SeedLeg] = [
         (semantic, plan.weights.get(Leg.SEMANTIC, 0.0)),
         (
             {eid: score / best for eid, score in lexical.items()} if best > 0 else {},
