@@ -1,8 +1,11 @@
 """Personalized PageRank as the planner computes it: seeds follow the best Phase-1 matches
-of each retrieval leg (ADR 43)."""
+of each retrieval leg (ADR 43), and the walk runs on the degree-normalised graph (ADR 44)."""
 
 from __future__ import annotations
 
+import math
+
+import networkx as nx
 import pytest
 from ranking_fixtures import stored_document
 
@@ -11,7 +14,7 @@ from uda.config import SearchDefaults
 from uda.query.auto.choice import choose
 from uda.query.contracts import SearchRequest
 from uda.query.fusion import ReciprocalRankFusion
-from uda.query.graph_context import pagerank_centrality, restart_weights
+from uda.query.graph_context import normalised_walk, pagerank_centrality, restart_weights
 from uda.query.plan import make_plan
 from uda.query.ranking import rank
 
@@ -117,3 +120,47 @@ def test_rank_seeds_the_walk_from_both_retrieval_legs() -> None:
 
     assert centrality(1.0)["answer"] > centrality(1.0)["other"] * 0.5
     assert centrality(0.0)["answer"] < centrality(0.0)["other"] * 1e-3
+
+
+def _shared_entities() -> tuple[list[GraphEdge], list[str]]:
+    # "seed" shares two common entities (each mentioned by four other passages too) with
+    # "common", and one rare entity with "rare".
+    edges = [_edge("seed", "c1"), _edge("seed", "c2"), _edge("seed", "r")]
+    edges += [_edge("common", "c1"), _edge("common", "c2"), _edge("rare", "r")]
+    for hub in ("c1", "c2"):
+        edges += [_edge(f"{hub}-other-{i}", hub) for i in range(4)]
+    passages = sorted({e.source_id for e in edges})
+    return edges, passages
+
+
+def test_a_rare_shared_entity_carries_the_walk_further_than_two_common_ones() -> None:
+    edges, passages = _shared_entities()
+    ranks = pagerank_centrality(edges, {"seed": 1.0}, passages)
+    assert ranks["rare"] > ranks["common"] * 2
+    # The fixture is one a plain walk gets the other way: each common entity hands the
+    # seed's share to everything that mentions it, yet two of them add up to more.
+    plain = nx.Graph([(e.source_id, e.target_id) for e in edges])
+    personalization = {n: 1.0 if n == "seed" else 0.0 for n in plain}
+    unweighted = nx.pagerank(plain, alpha=0.85, personalization=personalization)
+    assert unweighted["common"] > unweighted["rare"]
+
+
+def test_each_edge_weighs_one_over_the_root_of_its_ends_degrees() -> None:
+    edges = [_edge("a", "hub"), _edge("b", "hub"), _edge("c", "hub"), _edge("a", "b")]
+    graph = normalised_walk(edges, ["a", "b", "c", "alone"])
+    assert graph["a"]["hub"]["weight"] == pytest.approx(1 / math.sqrt(2 * 3))
+    assert graph["c"]["hub"]["weight"] == pytest.approx(1 / math.sqrt(1 * 3))
+    assert graph["a"]["b"]["weight"] == pytest.approx(1 / 2)
+    assert "alone" in graph
+    assert graph.degree("alone") == 0
+
+
+def test_a_candidate_seen_twice_in_the_edges_counts_one_neighbour() -> None:
+    # Two relations between the same pair are one step of the walk, not two.
+    edges = [
+        _edge("a", "b"),
+        GraphEdge(source_id="a", relation="cites", target_id="b", valid_from=1),
+    ]
+    edges.append(_edge("a", "c"))
+    graph = normalised_walk(edges, [])
+    assert graph["a"]["b"]["weight"] == pytest.approx(graph["a"]["c"]["weight"])

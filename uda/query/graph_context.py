@@ -145,23 +145,42 @@ def pagerank_centrality(
 ) -> dict[str, float]:
     """Personalized PageRank over the visible subgraph, restarting at `restart`'s nodes.
 
-    Every candidate is a node, edges or not, so a seed without edges keeps the mass it
-    restarts with instead of dropping out. `restart` comes from `restart_weights`; nodes
-    without a weight never restart.
+    The walk runs on the degree-normalised graph (`normalised_walk`). Every candidate is a
+    node, edges or not, so a seed without edges keeps the mass it restarts with instead of
+    dropping out. `restart` comes from `restart_weights`; nodes without a weight never
+    restart.
     """
     wanted = list(candidates)
     if not edges:
         return dict.fromkeys(wanted, 0.0)
-    graph: nx.Graph[str] = nx.Graph()
-    graph.add_nodes_from(wanted)
-    graph.add_edges_from((e.source_id, e.target_id) for e in edges)
+    graph = normalised_walk(edges, wanted)
     personalization = {n: restart.get(n, 0.0) for n in graph.nodes}
     if not any(personalization.values()):
         return dict.fromkeys(wanted, 0.0)
     ranks: dict[str, float] = nx.pagerank(  # pyright: ignore[reportUnknownMemberType]
-        graph, alpha=PAGERANK_DAMPING, personalization=personalization
+        graph, alpha=PAGERANK_DAMPING, personalization=personalization, weight="weight"
     )
     return {c: ranks.get(c, 0.0) for c in wanted}
+
+
+def normalised_walk(edges: Iterable[GraphEdge], nodes: Iterable[str]) -> nx.Graph[str]:
+    """The undirected graph of `edges` (and `nodes`), each edge weighted 1/sqrt(d(u)·d(v)).
+
+    The symmetric normalisation of spectral graph theory (D^-1/2 A D^-1/2). On a plain
+    graph a walk leaves a node for each neighbour alike, so a hub (an entity every other
+    passage mentions, a page everything links to) takes as much of the walk as the rare
+    entity two passages share, and hands it to everything around it. Weighted, the walk
+    prefers the selective neighbour, which is the one that says something about the
+    question: ADR 44 measured it. Degrees are counted over the visible subgraph the walk
+    runs on, so a hidden node changes no weight.
+    """
+    graph: nx.Graph[str] = nx.Graph()
+    graph.add_nodes_from(nodes)
+    graph.add_edges_from((e.source_id, e.target_id) for e in edges)
+    degree: dict[str, int] = dict(graph.degree)
+    for u, v, data in graph.edges(data=True):
+        data["weight"] = 1.0 / math.sqrt(degree[u] * degree[v])
+    return graph
 
 
 def context_hops(
