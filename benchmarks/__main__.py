@@ -117,8 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=None,
         metavar="REPORT",
-        help="run nothing: write the summary table of an existing report.json into the "
-        "READMEs (--readme, default README.md and benchmarks/README.md) and exit",
+        help="run nothing: judge the targets of an existing report.json again on its rows "
+        "(a target added since the run shows), rewrite its summary.md, write the summary "
+        "table into the READMEs (--readme, default README.md and benchmarks/README.md) and "
+        "exit",
     )
     parser.add_argument(
         "--merge",

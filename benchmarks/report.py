@@ -344,10 +344,7 @@ def update_readme(path: Path, block: str) -> bool:
 def write(out: Path, report: dict[str, Any], readmes: Sequence[Path] = ()) -> dict[str, Any]:
     """Write report.json, summary.md and the plots; update READMEs' summaries if asked."""
     out.mkdir(parents=True, exist_ok=True)
-    derive_ratios(report["suites"])
-    targets = evaluate_targets(report["suites"], report["preset"])
-    report["targets"] = [t.to_dict() for t in targets]
-    report["defaults_vs_best"] = report_rows(report["suites"])
+    targets = _judge(report)
     report["files"] = ["report.json", "summary.md", *plots(report, out)]
     (out / "summary.md").write_text(markdown(report, targets), encoding="utf-8")
     block = summary_block(report, targets)
@@ -360,11 +357,26 @@ def write(out: Path, report: dict[str, Any], readmes: Sequence[Path] = ()) -> di
     return report
 
 
+def _judge(report: dict[str, Any]) -> list[Target]:
+    """Judge the targets on the report's rows, and derive what else comes from them."""
+    derive_ratios(report["suites"])
+    targets = evaluate_targets(report["suites"], report["preset"])
+    report["targets"] = [t.to_dict() for t in targets]
+    report["defaults_vs_best"] = report_rows(report["suites"])
+    return targets
+
+
 def publish(report_json: Path, readmes: Sequence[Path]) -> list[Path]:
-    """Write the summary of an existing report into READMEs; the ones that had markers."""
+    """Judge an existing report's targets again and write its summary into READMEs.
+
+    Targets are judged on the rows as they are now defined, so a target added after the run
+    shows in the report without running anything again; the rows and the plots are left as
+    the run wrote them. Returns the READMEs that had markers.
+    """
     report = json.loads(report_json.read_text(encoding="utf-8"))
-    fields = ("id", "description", "target", "figure", "met", "detail")
-    targets = [Target(**{k: t[k] for k in fields}) for t in report["targets"]]
+    targets = _judge(report)
+    (report_json.parent / "summary.md").write_text(markdown(report, targets), encoding="utf-8")
+    report_json.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
     block = summary_block(report, targets).replace(
         "Full report: `benchmarks/results/`.",
         f"Full report: `{_shown(report_json.parent)}/summary.md`.",

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from benchmarks.load_targets import ingest_targets, resilience_targets, service_targets
+from benchmarks.quality_targets import default_quality_targets
 from benchmarks.target_model import Target, params
 from benchmarks.target_model import find as _find
 
@@ -130,6 +131,7 @@ def evaluate_targets(suites: Mapping[str, Mapping[str, Any]], preset: str) -> li
                 ),
             )
         )
+    out += default_quality_targets(suites)
     out += _latency_targets(rows)
     out += ingest_targets(rows)
     leaks = _find(rows, suite="keps", system="uda", method="clearance")

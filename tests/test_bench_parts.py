@@ -458,20 +458,30 @@ def test_model_fingerprint_changes_with_any_file(tmp_path: Path) -> None:
 
 
 def test_publish_writes_an_existing_reports_targets_into_a_readme(tmp_path: Path) -> None:
-    target = {
-        "id": "scifact_fused_ndcg",
-        "description": "SciFact nDCG@10 with the lexical leg fused",
-        "target": ">= 0.68",
-        "figure": 0.7012,
-        "met": True,
-        "status": "met",
-        "detail": "",
+    fused = {
+        "suite": "scifact",
+        "dataset": "scifact",
+        "system": "uda",
+        "method": "dense+lexical",
+        "profile": "embedded",
+        "metrics": {"ndcg@10": 0.7012},
+        "params": {"queries": 300},
     }
+    # The stored targets are from an older definition: publish judges the rows again.
+    stale = {"id": "gone", "description": "a target since removed", "target": "", "met": True}
     report = {
         "preset": "quick",
         "started_at": "2026-11-21T12:00:00+00:00",
-        "machine": {"cpu_model": "Test CPU", "cpu_count": 2, "git_commit": "abcdef1234567"},
-        "targets": [target],
+        "wall_s": 60.0,
+        "machine": {
+            "cpu_model": "Test CPU",
+            "cpu_count": 2,
+            "python": "3.11",
+            "git_commit": "abcdef1234567",
+        },
+        "profiles": ["embedded"],
+        "suites": {"scifact": {"status": "ok", "rows": [fused], "notes": [], "wall_s": 9.0}},
+        "targets": [stale],
     }
     folder = tmp_path / "results" / "quick"
     folder.mkdir(parents=True)
@@ -490,4 +500,10 @@ def test_publish_writes_an_existing_reports_targets_into_a_readme(tmp_path: Path
     assert text.endswith("rest\n")
     assert "Latest `quick` run: 2026-11-21 on Test CPU (2 CPUs), commit abcdef1234" in text
     assert "| 0.701 | met |" in text
+    assert "since removed" not in text
     assert without_markers.read_text() == unchanged
+    rewritten = json.loads((folder / "report.json").read_text())
+    judged = {t["id"]: t for t in rewritten["targets"]}
+    assert judged["scifact_ndcg_fused"]["figure"] == 0.7012
+    assert "gone" not in judged
+    assert "| 0.701 | met |" in (folder / "summary.md").read_text()
