@@ -120,7 +120,7 @@ def _worst_gap(
         target=f">= {goal:+.1f}",
         figure=figure,
         met=figure >= goal - ROUNDING,
-        detail=detail + f"; {len(gaps)} sets and profiles",
+        detail=detail + f"; {len(gaps)} set and profile pairs",
     )
 
 
