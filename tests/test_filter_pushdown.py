@@ -438,7 +438,7 @@ def chroma_rows(tmp_path_factory: pytest.TempPathFactory) -> Any:
 )
 @given(tree=_trees(_leaves(STORABLE_FIELDS)))
 def test_chroma_where_is_never_stricter(chroma_rows: Any, tree: FilterNode) -> None:
-    from connectors.chroma.connector import _NEVER, tree_where
+    from connectors.chroma.where import _NEVER, tree_where
 
     expected = _reference(tree, CHROMA_ROWS)
     if expected is None:
@@ -453,7 +453,7 @@ def test_chroma_where_is_never_stricter(chroma_rows: Any, tree: FilterNode) -> N
 
 def test_chroma_where_is_exact_where_chroma_can_be(chroma_rows: Any) -> None:
     """Equality (booleans beside 1 and 0), `$in`, `$nin`, `$ne` and numeric ranges."""
-    from connectors.chroma.connector import tree_where
+    from connectors.chroma.where import tree_where
 
     trees = [
         Predicate(field="a", op=Op.EQ, value=1),
