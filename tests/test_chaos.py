@@ -552,7 +552,7 @@ def test_an_export_says_which_backend_its_pages_were_answered_without(
 ) -> None:
     import pyarrow as pa
 
-    from uda.query.export import META_DEGRADED
+    from uda.query.export_writers import META_DEGRADED
 
     elements, relations = corpus()
     arcade = servers.arcade

@@ -50,7 +50,8 @@ from uda.errors import ConnectorError, InvalidRequestError, UnknownFilterFieldEr
 from uda.http import create_app
 from uda.http.remote import AsyncRemoteClient
 from uda.query.contracts import SearchRequest, search_request
-from uda.query.export import MEDIA_TYPES, csv_schema, export_to
+from uda.query.export import MEDIA_TYPES, export_to
+from uda.query.export_writers import csv_schema
 
 __all__ = ["make_profile", "servers"]  # the fixtures, shared with test_paging
 

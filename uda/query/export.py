@@ -27,8 +27,6 @@ pages it is given, so it shows exactly what those searches would have shown.
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import os
 import typing
 from collections.abc import (
@@ -39,24 +37,26 @@ from collections.abc import (
     Generator,
     Sequence,
 )
-from dataclasses import dataclass, field
-from datetime import date, datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 from pydantic import Field, field_validator
 
-from ontology import result_schema
-from ontology.arrow import properties_type
 from uda.errors import InvalidRequestError
 from uda.query.contracts import SearchRequest
 from uda.query.deadlines import Degradation
+from uda.query.export_writers import (
+    WRITERS,
+    CountedSink,
+    ExportFormat,
+    ExportStatus,
+    Writer,
+    native_file,
+)
 from uda.query.projection import WHOLE
 
-ExportFormat = Literal["arrow", "parquet", "csv"]
 FORMATS: tuple[ExportFormat, ...] = ("arrow", "parquet", "csv")
 MEDIA_TYPES: dict[ExportFormat, str] = {
     "arrow": "application/vnd.apache.arrow.stream",
@@ -73,15 +73,8 @@ PAGE_ROWS = 100
 RANKED_POOL = 1000
 """The candidate pool a ranked export ranks when the request does not say."""
 
-META_ROWS = "uda.export.rows"
-META_TRUNCATED = "uda.export.truncated"
-META_PAGES = "uda.export.pages"
-META_DEGRADED = "uda.export.degraded"
 
 _FORMAT_SET: frozenset[str] = frozenset(FORMATS)
-_ARROW: Any = pa  # pyarrow's stubs leave some constructors partly untyped
-# The columns CSV cannot hold as they are: JSON text instead.
-_JSON_COLUMNS = ("extras", "context_nodes", "truncated")
 
 
 class Page(Protocol):
@@ -162,21 +155,6 @@ class ExportReport:
     degraded: tuple[Degradation, ...] = ()
 
 
-@dataclass(kw_only=True)
-class _Status:
-    rows: int = 0
-    pages: int = 0
-    truncated: bool = False
-    degraded: dict[tuple[str, str], Degradation] = field(
-        default_factory=dict[tuple[str, str], Degradation]
-    )
-
-    def saw(self, degraded: Sequence[Degradation]) -> None:
-        """Keep each backend and leg a page was answered without (the first reason)."""
-        for d in degraded:
-            self.degraded.setdefault((d.backend, d.leg), d)
-
-
 def check_export(format: str, max_rows: int) -> ExportFormat:
     """The format, checked with `max_rows`.
 
@@ -214,7 +192,7 @@ def first_request(request: SearchRequest) -> SearchRequest:
 
 
 async def pages(
-    run: Run, request: SearchRequest, max_rows: int, status: _Status
+    run: Run, request: SearchRequest, max_rows: int, status: ExportStatus
 ) -> AsyncIterator[list[pa.RecordBatch]]:
     """Each page's batches in turn, until the last page or `max_rows` rows.
 
@@ -237,208 +215,21 @@ async def pages(
             return
 
 
-class _Writer(Protocol):
-    def write(self, batch: pa.RecordBatch) -> None: ...
-
-    def finish(self, status: _Status) -> None: ...
-
-
-def _summary(status: _Status) -> dict[bytes, bytes]:
-    summary = {
-        META_ROWS.encode(): str(status.rows).encode(),
-        META_TRUNCATED.encode(): b"true" if status.truncated else b"false",
-        META_PAGES.encode(): str(status.pages).encode(),
-    }
-    if status.degraded:
-        found = [d.to_dict() for d in status.degraded.values()]
-        summary[META_DEGRADED.encode()] = json.dumps(found).encode()
-    return summary
-
-
-def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """The batch in exactly `schema` (a page that crossed a wire may carry other metadata)."""
-    page: Any = batch  # pyarrow's stubs leave `columns` partly untyped
-    return _ARROW.RecordBatch.from_arrays(page.columns, schema=schema)
-
-
-class _ArrowWriter:
-    def __init__(self, sink: pa.NativeFile) -> None:
-        self._schema = result_schema()
-        self._writer: Any = pa.ipc.new_stream(sink, self._schema)
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        self._writer.write_batch(_conform(batch, self._schema))
-
-    def finish(self, status: _Status) -> None:
-        end = _ARROW.RecordBatch.from_pylist([], schema=self._schema)
-        self._writer.write_batch(end, custom_metadata=_summary(status))
-        self._writer.close()
-
-
-class _ParquetWriter:
-    def __init__(self, sink: pa.NativeFile) -> None:
-        self._schema = result_schema()
-        self._writer: Any = pq.ParquetWriter(typing.cast("Any", sink), self._schema)
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        self._writer.write_batch(_conform(batch, self._schema))
-
-    def finish(self, status: _Status) -> None:
-        self._writer.add_key_value_metadata(_summary(status))
-        self._writer.close()
-
-
-def csv_schema() -> pa.Schema:
-    """The CSV export's columns: the result schema, flattened (see the module docstring)."""
-    fields: list[Any] = []
-    struct: Any = properties_type()
-    for column in _result_columns():
-        if column.name == "properties":
-            fields += [pa.field(f"properties.{sub.name}", sub.type) for sub in struct]
-        elif column.name in _JSON_COLUMNS or pa.types.is_dictionary(column.type):
-            fields.append(pa.field(column.name, pa.string(), nullable=column.nullable))
-        else:
-            fields.append(column)
-    return pa.schema(fields)
-
-
-def _result_columns() -> list[Any]:
-    schema: Any = result_schema()
-    return list(schema)
-
-
-def _json_default(value: object) -> str:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-def _plain(value: Any) -> Any:
-    """A context node or extras value as JSON-ready data: maps as objects, no null fields."""
-    if isinstance(value, dict):
-        mapping = typing.cast("dict[str, Any]", value)
-        return {k: _plain(v) for k, v in mapping.items() if v is not None}
-    if isinstance(value, list):
-        items = typing.cast("list[Any]", value)
-        if items and all(isinstance(i, tuple) for i in items):
-            pairs = typing.cast("list[tuple[str, Any]]", items)
-            return {str(k): _plain(v) for k, v in pairs}  # a map<string, string>
-        return [_plain(i) for i in items]
-    return value
-
-
-def _json_text(value: Any, empty: str) -> str:
-    plain = _plain(value)
-    if isinstance(plain, list | dict) and not plain:
-        return empty
-    return json.dumps(plain, ensure_ascii=False, separators=(",", ":"), default=_json_default)
-
-
-def csv_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """One page in `csv_schema()`."""
-    schema = csv_schema()
-    page: Any = batch  # pyarrow's stubs leave `column` partly untyped
-    columns: list[Any] = []
-    for column in _result_columns():
-        values: Any = page.column(column.name)
-        if column.name == "properties":
-            columns += values.flatten()  # the parent's nulls applied to each field
-        elif column.name in _JSON_COLUMNS:
-            empty = "[]" if column.name == "context_nodes" else "{}"
-            texts = [None if v is None else _json_text(v, empty) for v in values.to_pylist()]
-            columns.append(pa.array(texts, pa.string()))
-        elif pa.types.is_dictionary(column.type):
-            columns.append(values.cast(pa.string()))
-        else:
-            columns.append(values)
-    return _ARROW.RecordBatch.from_arrays(columns, schema=schema)
-
-
-class _CsvWriter:
-    def __init__(self, sink: pa.NativeFile) -> None:
-        self._writer: Any = pa_csv.CSVWriter(typing.cast("Any", sink), csv_schema())
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        self._writer.write_batch(csv_batch(batch))
-
-    def finish(self, status: _Status) -> None:
-        del status
-        self._writer.close()
-
-
-_WRITERS: dict[ExportFormat, Callable[[pa.NativeFile], _Writer]] = {
-    "arrow": _ArrowWriter,
-    "parquet": _ParquetWriter,
-    "csv": _CsvWriter,
-}
-
-
-class _Counted(io.RawIOBase):
-    """A write-only file over `sink` whose position is the bytes written.
-
-    Writers ask where they are (Parquet records offsets); a pipe, a socket or a spool that is
-    drained between pages cannot say, so this counts instead.
-    """
-
-    def __init__(self, sink: BinaryIO | None = None) -> None:
-        super().__init__()
-        self._sink = sink
-        self._chunks: list[bytes] = []
-        self._written = 0
-        self._discarding = False
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        chunk = bytes(data)
-        if self._discarding:
-            pass
-        elif self._sink is None:
-            self._chunks.append(chunk)
-        else:
-            self._sink.write(chunk)
-        self._written += len(chunk)
-        return len(chunk)
-
-    def discard(self) -> None:
-        """Drop everything written from now on (an export that failed)."""
-        self._discarding = True
-        self._chunks.clear()
-
-    def tell(self) -> int:
-        return self._written
-
-    def flush(self) -> None:
-        if self._sink is not None:
-            self._sink.flush()
-
-    def drain(self) -> bytes:
-        """What was written since the last drain (a spool: no sink)."""
-        data = b"".join(self._chunks)
-        self._chunks.clear()
-        return data
-
-
-def _native(sink: _Counted) -> pa.NativeFile:
-    return pa.PythonFile(sink, mode="w")
-
-
 async def _export(
     run: Run,
     request: SearchRequest,
     format: ExportFormat,
-    sink: _Counted,
+    sink: CountedSink,
     max_rows: int,
-    status: _Status,
+    status: ExportStatus,
     progress: Progress | None = None,
 ) -> AsyncIterator[None]:
     """Write the export into `sink`, yielding after each page is written (and at the end)."""
-    writer: _Writer | None = None
+    writer: Writer | None = None
     try:
         async for batches in pages(run, request, max_rows, status):
             if writer is None:
-                writer = _WRITERS[format](_native(sink))
+                writer = WRITERS[format](native_file(sink))
             for batch in batches:
                 writer.write(batch)
             if progress is not None:
@@ -466,9 +257,9 @@ class _ExportSink:
     """Batches in, one export file out (the remote client writes what the server sent)."""
 
     def __init__(self, format: ExportFormat, sink: BinaryIO) -> None:
-        self._status = _Status()
-        self._sink = _Counted(sink)
-        self._writer = _WRITERS[format](_native(self._sink))
+        self._status = ExportStatus()
+        self._sink = CountedSink(sink)
+        self._writer = WRITERS[format](native_file(self._sink))
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
@@ -506,9 +297,9 @@ async def export_to(
         InvalidRequestError: a bad format or `max_rows` (or what `run` refuses).
     """
     kind = check_export(format, max_rows)
-    status = _Status()
+    status = ExportStatus()
     with opened_sink(sink) as (file, path):
-        async for _ in _export(run, request, kind, _Counted(file), max_rows, status, progress):
+        async for _ in _export(run, request, kind, CountedSink(file), max_rows, status, progress):
             pass
     return _report(kind, request, status, path)
 
@@ -535,7 +326,7 @@ def opened_sink(sink: Sink) -> Generator[tuple[BinaryIO, str | None]]:
 
 
 def _report(
-    kind: ExportFormat, request: SearchRequest, status: _Status, path: str | None
+    kind: ExportFormat, request: SearchRequest, status: ExportStatus, path: str | None
 ) -> ExportReport:
     return ExportReport(
         format=kind,
@@ -560,8 +351,8 @@ async def export_stream(
     The first chunk comes once the first page is answered: a bad request raises there,
     before any byte is sent.
     """
-    spool = _Counted()
-    status = _Status()
+    spool = CountedSink()
+    status = ExportStatus()
     async for _ in _export(run, request, format, spool, max_rows, status):
         yield spool.drain()
 
@@ -572,10 +363,6 @@ __all__ = [
     "FORMATS",
     "MAX_ROWS",
     "MEDIA_TYPES",
-    "META_DEGRADED",
-    "META_PAGES",
-    "META_ROWS",
-    "META_TRUNCATED",
     "PAGE_ROWS",
     "RANKED_POOL",
     "ExportFormat",
@@ -585,8 +372,6 @@ __all__ = [
     "Progress",
     "Sink",
     "check_export",
-    "csv_batch",
-    "csv_schema",
     "export_stream",
     "export_to",
     "first_request",

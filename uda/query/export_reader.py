@@ -27,17 +27,13 @@ import pyarrow as pa
 from uda.errors import ConnectorError
 from uda.query.deadlines import Degradation
 from uda.query.explanation import degradations_from
-from uda.query.export import (
+from uda.query.export import ExportReport, Progress, Sink, open_writer, opened_sink
+from uda.query.export_writers import (
     META_DEGRADED,
     META_PAGES,
     META_ROWS,
     META_TRUNCATED,
     ExportFormat,
-    ExportReport,
-    Progress,
-    Sink,
-    open_writer,
-    opened_sink,
 )
 
 PIPE_BYTES = 8 << 20
