@@ -12,15 +12,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from benchmarks.large_corpus import LargeCorpus, PassageEmbedder, read_passages, section
 from benchmarks.suites import answers
-from benchmarks.suites.answers import (
-    LargeCorpus,
-    PassageEmbedder,
-    arrow_bytes,
-    longest_string,
-    read_passages,
-    section,
-)
+from benchmarks.suites.answers import arrow_bytes, longest_string
 from benchmarks.targets import ANSWERS_DEFAULT, ANSWERS_WHOLE, evaluate_targets
 from ontology import Decision, Document, Element, KnowledgeAsset, Repository
 from uda.write.chunking import chunk_text
