@@ -17,16 +17,8 @@ import pytest
 from benchmarks.baselines.floor import FlatCorpus, NumpyFloor
 from benchmarks.datasets import BeirSet, normalise_entity, subset, title_mention_graph
 from benchmarks.embedding import CachingEmbedder, VectorCache, model_fingerprint
-from benchmarks.keps import (
-    Answer,
-    Kep,
-    KepQuery,
-    clearance_of,
-    evaluate,
-    kep_elements,
-    kep_queries,
-    resolve_refs,
-)
+from benchmarks.kep_questions import Answer, KepQuery, evaluate, kep_queries
+from benchmarks.keps import Kep, clearance_of, kep_elements, resolve_refs
 from benchmarks.report import README_BEGIN, README_END, publish
 from benchmarks.synonyms import synonym_groups
 from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import kep_questions as questions
 from benchmarks import keps as kep_data
 from benchmarks.baselines.floor import LEVELS, FlatCorpus, NumpyFloor
 from benchmarks.baselines.txtai_peer import TxtaiPeer
@@ -47,11 +48,11 @@ def run(ctx: Context, result: SuiteResult) -> None:
     preset = ctx.preset
     keps = kep_data.read_keps(root, limit=preset.keps_limit)
     elements, relations = kep_data.kep_elements(keps, max_words=preset.keps_max_words)
-    queries = kep_data.kep_queries(keps, lookups=preset.keps_lookups, elements=elements)
+    queries = questions.kep_queries(keps, lookups=preset.keps_lookups, elements=elements)
     kinds = sorted({q.kind for q in queries})
     result.notes.append(
         f"keps: {len(keps)} proposals -> {len(elements)} elements, {len(relations)} relations; "
-        f"{len(queries)} questions ({', '.join(kinds)}) x {len(kep_data.CALLERS)} callers; "
+        f"{len(queries)} questions ({', '.join(kinds)}) x {len(questions.CALLERS)} callers; "
         f"README text capped at {preset.keps_max_words or 'no'} words"
     )
     for profile_name in ctx.quality_profiles():
@@ -62,8 +63,8 @@ def run(ctx: Context, result: SuiteResult) -> None:
             times: list[float] = []
 
             def ask(
-                q: kep_data.KepQuery, caller: tuple[str, ...], times: list[float] = times
-            ) -> kep_data.Answer:
+                q: questions.KepQuery, caller: tuple[str, ...], times: list[float] = times
+            ) -> questions.Answer:
                 options: dict[str, Any] = dict(q.options)
                 started = time.perf_counter()
                 res = client.search(q.text, limit=LIMIT, clearance_scope=list(caller), **options)
@@ -75,9 +76,9 @@ def run(ctx: Context, result: SuiteResult) -> None:
                         (n["element_id"], n["relation"], n["direction"]) for n in r.context_nodes
                     )
                 # A README shares its proposal's clearance: mapping it loses no leak check.
-                return kep_data.Answer(ids=_dedupe([r.element_id for r in rows]), context=context)
+                return questions.Answer(ids=_dedupe([r.element_id for r in rows]), context=context)
 
-            figures = kep_data.evaluate(queries, keps, ask, limit=LIMIT)
+            figures = questions.evaluate(queries, keps, ask, limit=LIMIT)
         _report(result, figures, "uda", profile_name, times, {"chunks": stats.chunks})
     _baselines(ctx, result, keps)
 
@@ -122,7 +123,7 @@ def _baselines(ctx: Context, result: SuiteResult, keps: list[kep_data.Kep]) -> N
     scopes = [table[i][1] for i in ids]
     queries = [
         q
-        for q in kep_data.kep_queries(keps, lookups=ctx.preset.keps_lookups, elements=elements)
+        for q in questions.kep_queries(keps, lookups=ctx.preset.keps_lookups, elements=elements)
         if not q.options
     ]
     ctx.log(f"keps: floor and txtai over {len(ids)} records")
@@ -138,7 +139,7 @@ def _baselines(ctx: Context, result: SuiteResult, keps: list[kep_data.Kep]) -> N
     )
     times: list[float] = []
 
-    def floor_ask(q: kep_data.KepQuery, caller: tuple[str, ...]) -> kep_data.Answer:
+    def floor_ask(q: questions.KepQuery, caller: tuple[str, ...]) -> questions.Answer:
         vector = ctx.embedder.embed_query(q.text)
         started = time.perf_counter()
         hits = floor.search(
@@ -150,10 +151,10 @@ def _baselines(ctx: Context, result: SuiteResult, keps: list[kep_data.Kep]) -> N
             weights={"lexical": 0.0, "centrality": 0.0},
         )
         times.append((time.perf_counter() - started) * 1000)
-        return kep_data.Answer(ids=_dedupe([h.element_id for h in hits]))
+        return questions.Answer(ids=_dedupe([h.element_id for h in hits]))
 
     _report(
-        result, kep_data.evaluate(queries, keps, floor_ask, limit=LIMIT), "floor", None, times, {}
+        result, questions.evaluate(queries, keps, floor_ask, limit=LIMIT), "floor", None, times, {}
     )
 
     peer = TxtaiPeer(hybrid=True)
@@ -164,13 +165,13 @@ def _baselines(ctx: Context, result: SuiteResult, keps: list[kep_data.Kep]) -> N
     txtai_times: list[float] = []
     try:
 
-        def txtai_ask(q: kep_data.KepQuery, caller: tuple[str, ...]) -> kep_data.Answer:
+        def txtai_ask(q: questions.KepQuery, caller: tuple[str, ...]) -> questions.Answer:
             started = time.perf_counter()
             rows = peer.search_cleared(q.text, LIMIT, Clearance.parse(caller))
             txtai_times.append((time.perf_counter() - started) * 1000)
-            return kep_data.Answer(ids=_dedupe([str(r["eid"]) for r in rows]))
+            return questions.Answer(ids=_dedupe([str(r["eid"]) for r in rows]))
 
-        figures = kep_data.evaluate(queries, keps, txtai_ask, limit=LIMIT)
+        figures = questions.evaluate(queries, keps, txtai_ask, limit=LIMIT)
     finally:
         peer.close()
     _report(
