@@ -4,7 +4,6 @@ double, KEP references, the numpy floor, and how the report derives ratios and t
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
@@ -19,7 +18,6 @@ from benchmarks.datasets import BeirSet, normalise_entity, subset, title_mention
 from benchmarks.embedding import CachingEmbedder, VectorCache, model_fingerprint
 from benchmarks.kep_questions import Answer, KepQuery, evaluate, kep_queries
 from benchmarks.keps import Kep, clearance_of, kep_elements, resolve_refs
-from benchmarks.report import README_BEGIN, README_END, publish
 from benchmarks.synonyms import synonym_groups
 from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
 from benchmarks.targets import derive_ratios, evaluate_targets
@@ -447,55 +445,3 @@ def test_model_fingerprint_changes_with_any_file(tmp_path: Path) -> None:
     assert model_fingerprint(tmp_path) == before
     (tmp_path / "sub" / "config.json").write_text('{"x": 1}')
     assert model_fingerprint(tmp_path) != before
-
-
-def test_publish_writes_an_existing_reports_targets_into_a_readme(tmp_path: Path) -> None:
-    fused = {
-        "suite": "scifact",
-        "dataset": "scifact",
-        "system": "uda",
-        "method": "dense+lexical",
-        "profile": "embedded",
-        "metrics": {"ndcg@10": 0.7012},
-        "params": {"queries": 300},
-    }
-    # The stored targets are from an older definition: publish judges the rows again.
-    stale = {"id": "gone", "description": "a target since removed", "target": "", "met": True}
-    report = {
-        "preset": "quick",
-        "started_at": "2026-11-21T12:00:00+00:00",
-        "wall_s": 60.0,
-        "machine": {
-            "cpu_model": "Test CPU",
-            "cpu_count": 2,
-            "python": "3.11",
-            "git_commit": "abcdef1234567",
-        },
-        "profiles": ["embedded"],
-        "suites": {"scifact": {"status": "ok", "rows": [fused], "notes": [], "wall_s": 9.0}},
-        "targets": [stale],
-    }
-    folder = tmp_path / "results" / "quick"
-    folder.mkdir(parents=True)
-    (folder / "report.json").write_text(json.dumps(report))
-    readme = tmp_path / "README.md"
-    # Prose may name the markers; only markers on lines of their own delimit the summary.
-    prose = f"the table goes between `{README_BEGIN}` and\n`{README_END}` below\n"
-    readme.write_text(f"intro\n{prose}{README_BEGIN}\nold\n{README_END}\nrest\n")
-    without_markers = tmp_path / "OTHER.md"
-    without_markers.write_text(f"no markers of their own: `{README_BEGIN}` `{README_END}`\n")
-    unchanged = without_markers.read_text()
-    assert publish(folder / "report.json", [readme, without_markers]) == [readme]
-    text = readme.read_text()
-    assert "old" not in text
-    assert text.startswith(f"intro\n{prose}{README_BEGIN}\n")
-    assert text.endswith("rest\n")
-    assert "Latest `quick` run: 2026-11-21 on Test CPU (2 CPUs), commit abcdef1234" in text
-    assert "| 0.701 | met |" in text
-    assert "since removed" not in text
-    assert without_markers.read_text() == unchanged
-    rewritten = json.loads((folder / "report.json").read_text())
-    judged = {t["id"]: t for t in rewritten["targets"]}
-    assert judged["scifact_ndcg_fused"]["figure"] == 0.7012
-    assert "gone" not in judged
-    assert "| 0.701 | met |" in (folder / "summary.md").read_text()

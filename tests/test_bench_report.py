@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 
 from benchmarks.presets import SUITES
-from benchmarks.report import MergeError, markdown, merge_previous, previous, summary_block
+from benchmarks.report import (
+    README_BEGIN,
+    README_END,
+    MergeError,
+    markdown,
+    merge_previous,
+    previous,
+    publish,
+    summary_block,
+)
 from benchmarks.targets import evaluate_targets
 
 MACHINE = {"cpu_model": "Test CPU", "cpu_count": 2, "git_commit": "1111111aaaa", "python": "3"}
@@ -111,3 +120,55 @@ def test_a_merged_report_says_when_its_runs_were_on_different_machines(tmp_path:
     }
     merge_previous(new, previous(tmp_path, "full") or {}, order=SUITES)
     assert "different machines" in markdown(new, evaluate_targets(new["suites"], "full"))
+
+
+def test_publish_writes_an_existing_reports_targets_into_a_readme(tmp_path: Path) -> None:
+    fused = {
+        "suite": "scifact",
+        "dataset": "scifact",
+        "system": "uda",
+        "method": "dense+lexical",
+        "profile": "embedded",
+        "metrics": {"ndcg@10": 0.7012},
+        "params": {"queries": 300},
+    }
+    # The stored targets are from an older definition: publish judges the rows again.
+    stale = {"id": "gone", "description": "a target since removed", "target": "", "met": True}
+    report = {
+        "preset": "quick",
+        "started_at": "2026-11-21T12:00:00+00:00",
+        "wall_s": 60.0,
+        "machine": {
+            "cpu_model": "Test CPU",
+            "cpu_count": 2,
+            "python": "3.11",
+            "git_commit": "abcdef1234567",
+        },
+        "profiles": ["embedded"],
+        "suites": {"scifact": {"status": "ok", "rows": [fused], "notes": [], "wall_s": 9.0}},
+        "targets": [stale],
+    }
+    folder = tmp_path / "results" / "quick"
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps(report))
+    readme = tmp_path / "README.md"
+    # Prose may name the markers; only markers on lines of their own delimit the summary.
+    prose = f"the table goes between `{README_BEGIN}` and\n`{README_END}` below\n"
+    readme.write_text(f"intro\n{prose}{README_BEGIN}\nold\n{README_END}\nrest\n")
+    without_markers = tmp_path / "OTHER.md"
+    without_markers.write_text(f"no markers of their own: `{README_BEGIN}` `{README_END}`\n")
+    unchanged = without_markers.read_text()
+    assert publish(folder / "report.json", [readme, without_markers]) == [readme]
+    text = readme.read_text()
+    assert "old" not in text
+    assert text.startswith(f"intro\n{prose}{README_BEGIN}\n")
+    assert text.endswith("rest\n")
+    assert "Latest `quick` run: 2026-11-21 on Test CPU (2 CPUs), commit abcdef1234" in text
+    assert "| 0.701 | met |" in text
+    assert "since removed" not in text
+    assert without_markers.read_text() == unchanged
+    rewritten = json.loads((folder / "report.json").read_text())
+    judged = {t["id"]: t for t in rewritten["targets"]}
+    assert judged["scifact_ndcg_fused"]["figure"] == 0.7012
+    assert "gone" not in judged
+    assert "| 0.701 | met |" in (folder / "summary.md").read_text()
