@@ -37,7 +37,8 @@ from uda.errors import (
 from uda.query.contracts import SearchRequest, SearchResult
 
 if TYPE_CHECKING:
-    from uda.client import AsyncClient, Client, aconnect, connect
+    from uda.client import Client, aconnect, connect
+    from uda.client.async_client import AsyncClient
     from uda.query.explanation import Explanation
     from uda.query.results import SearchResponse
     from uda.write.consistency import ConsistencyReport, RepairReport
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
-    "AsyncClient": "uda.client",
+    "AsyncClient": "uda.client.async_client",
     "Client": "uda.client",
     "aconnect": "uda.client",
     "connect": "uda.client",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from mcp.server import Server
 
     from uda.agent.deps import Searcher
-    from uda.client import AsyncClient
+    from uda.client.async_client import AsyncClient
 
 # Imports of mcp and pydantic stay inside the functions: `add_mcp_parser` runs whenever the
 # `uda` command builds its parser, and must not need the `agent` extra.

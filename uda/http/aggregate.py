@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from uda import hlc
-from uda.client import AsyncClient
+from uda.client.async_client import AsyncClient
 from uda.errors import InvalidRequestError
 from uda.http import grants
 from uda.http.deps import Caller, parse_body

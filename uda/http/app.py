@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 
 import uda
 from ontology import json_schema
-from uda.client import AsyncClient
+from uda.client.async_client import AsyncClient
 from uda.http import access, grants, readiness
 from uda.http.aggregate import install_aggregate
 from uda.http.auth import Authenticator, Principal

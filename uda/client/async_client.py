@@ -1,10 +1,10 @@
-"""The public clients: an async core (`AsyncClient`) and a sync facade (`Client`).
+"""The async core of the client: `AsyncClient`, UDA over the connectors of one profile.
 
 A search is one validated `SearchRequest`: `AsyncClient.run(request)` answers it, and
-`search(query, limit, ...)` only builds the request. The sync client, like the remote one, is
-a `uda.facade.SyncFacade`: it runs its async twin on an event loop in a background thread, so
-it works the same from scripts, from threads and from inside a running loop (notebooks);
-there is one implementation of every operation, not two.
+`search(query, limit, ...)` only builds the request. Every surface reaches this class: the
+blocking `uda.client.Client` runs it on a loop of its own, and the HTTP service, the agent
+tools and MCP call it directly. The commands that look after the store rather than search or
+write it (stats, tuning, consistency) are mixed in from `uda.client.maintenance`.
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, Unpack, cast, overload
+from typing import Any, Self, Unpack, cast
 
 from connectors.base import Connector, RelationalCapable, system_of_record
 from connectors.registry import connector_class
-from uda.config import Profile, load_profile
+from uda.client.maintenance import StoreMaintenance
+from uda.config import Profile
 from uda.embedding.base import Embedder, cache_root
 from uda.embedding.factory import shared_embedder
 from uda.errors import ConfigError, ConnectorError, EmbeddingModelMismatchError
-from uda.facade import SyncFacade
 from uda.hlc import HybridLogicalClock
 from uda.query import discovery
 from uda.query import export as exporting
@@ -34,23 +33,15 @@ from uda.query.aggregates import (
     aggregate_request,
 )
 from uda.query.aggregates.engine import Aggregator
-from uda.query.auto.choice import choose
 from uda.query.contracts import SearchOptions, SearchRequest, search_request
 from uda.query.deadlines import Budget, Guard, bounded
 from uda.query.online import OfflineStores
 from uda.query.planner import Planner
 from uda.query.results import SearchResponse
 from uda.query.saved import SavedQuery
-from uda.tuning import Tuning
-from uda.tuning import run as tuning_run
-from uda.write import consistency
-from uda.write.consistency import ConsistencyReport, RepairReport
 from uda.write.ingest import SourceIngestReport, SourceOptions, ingest_source
 from uda.write.validation import ElementInput, RelationInput
 from uda.write.writer import IngestReport, Writer, derived_stores
-
-if TYPE_CHECKING:
-    from uda.http.remote import AsyncRemoteClient, RemoteClient
 
 
 def profile_embedder(profile: Profile) -> Embedder:
@@ -77,7 +68,7 @@ async def _check_embedding_model(sor: RelationalCapable, embedder: Embedder) -> 
         raise EmbeddingModelMismatchError(recorded, mine)
 
 
-class AsyncClient:
+class AsyncClient(StoreMaintenance):
     """UDA over the connectors of one profile, for asyncio code.
 
     Use `async with uda.aconnect(...) as client:` or `await client.open()` / `close()`.
@@ -328,14 +319,6 @@ class AsyncClient:
         finally:
             planner.graph_changed()
 
-    async def sync(self) -> dict[str, int]:
-        """Finish any interrupted write: apply the outbox to every store."""
-        planner, writer = self._require()
-        try:
-            return await writer.sync()
-        finally:
-            planner.graph_changed()
-
     def _system_of_record(self) -> RelationalCapable:
         self._require()
         return system_of_record(self._connectors)
@@ -343,94 +326,6 @@ class AsyncClient:
     async def element_ids(self, prefix: str = "") -> list[str]:
         """Ids of the elements that exist now and start with `prefix` (e.g. one source's)."""
         return await self._system_of_record().live_element_ids(prefix)
-
-    async def stats(self) -> dict[str, Any]:
-        """Counts from the system of record, with the embedder and the model of the vectors.
-
-        `graph` is the graph's shape and the mode the planner's automatic mode chooses from
-        it (uda/query/auto); `tuning` is what `uda tune` recorded (None: never run).
-
-        `embedding_model` is the fingerprint the store recorded with its first write (None
-        before it); `embedder` is the profile's runtime.
-        """
-        planner, _ = self._require()
-        sor = self._system_of_record()
-        shape = await planner.graph_shape()
-        tuning = await planner.tuning.read()
-        return {
-            "profile": self.profile.name,
-            "embedder": self.profile.embedder,
-            "embedding_model": await sor.embedding_model(),
-            **(await sor.counts()),
-            "graph": {**shape.to_dict(), "auto_mode": choose(shape).mode.value},
-            "tuning": None if tuning is None else tuning.to_dict(),
-        }
-
-    async def tune(
-        self,
-        *,
-        queries: int = tuning_run.DEFAULT_QUERIES,
-        seed: int = 0,
-        dry_run: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> Tuning:
-        """Choose the associative mode's PageRank weight on this store's own data; record it.
-
-        Pseudo-queries built from the store (a sentence of an asset, answered by an asset
-        that shares a node with it) measure each weight of a fixed grid; half the queries
-        choose, the other half must confirm (uda/tuning, ADR 38). Searches then use the
-        recorded weight below the profile's `[search.weights]` and the request's own.
-
-        Args:
-            queries: how many pseudo-queries (40 to 2000).
-            seed: which ones; the same store and seed give the same choice.
-            dry_run: measure and choose, record nothing.
-            progress: called with (searches done, searches in all).
-
-        Raises:
-            InvalidRequestError: `queries` out of range.
-            NothingToTuneError: too little graph to build the queries from.
-        """
-        planner, _ = self._require()
-        tuning = await tuning_run.tune(
-            planner,
-            self._system_of_record(),
-            queries=queries,
-            seed=seed,
-            dry_run=dry_run,
-            progress=progress,
-        )
-        if not dry_run:
-            planner.tuning.keep(tuning)
-        return tuning
-
-    async def forget_tuning(self) -> None:
-        """Forget what `tune` recorded: searches use the mode's own weight again."""
-        planner, _ = self._require()
-        await self._system_of_record().record_tuning(None)
-        planner.tuning.keep(None)
-
-    async def check(self) -> ConsistencyReport:
-        """Compare every derived store with the system of record; changes nothing.
-
-        The report names, per store, what is missing, extra or stale, and what the outbox
-        still holds (see `uda.write.consistency`).
-        """
-        sor = self._system_of_record()
-        return await consistency.check(sor, derived_stores(self._connectors))
-
-    async def repair(self, report: ConsistencyReport | None = None) -> RepairReport:
-        """Make every derived store match the system of record again, then check once more.
-
-        Args:
-            report: a check to work from (None: check now).
-        """
-        planner, writer = self._require()
-        sor = self._system_of_record()
-        try:
-            return await consistency.repair(sor, derived_stores(self._connectors), writer, report)
-        finally:
-            planner.graph_changed()
 
     async def ingest_source(
         self, path: str | os.PathLike[str], **options: Unpack[SourceOptions]
@@ -517,169 +412,3 @@ class AsyncClient:
         planner, _ = self._require()
         aggregator = Aggregator(planner=planner, connectors=self._connectors, pushdown=pushdown)
         return await aggregator.aggregate(request)
-
-
-class Client(SyncFacade[AsyncClient, SearchResponse]):
-    """The synchronous client: the same operations as `AsyncClient`, blocking."""
-
-    def __init__(self, profile: Profile, **kwargs: Any) -> None:
-        super().__init__(AsyncClient(profile, **kwargs))
-        try:
-            self._call(self._async.open())
-        except BaseException:
-            self._stop_loop()
-            raise
-
-    @property
-    def profile(self) -> Profile:
-        """The resolved profile."""
-        return self._async.profile
-
-    @property
-    def connectors(self) -> tuple[Connector, ...]:
-        """The open connectors, in the profile's order."""
-        return self._async.connectors
-
-    @property
-    def embedder(self) -> Embedder:
-        """The query and passage embedder this client uses."""
-        return self._async.embedder
-
-    def read_counts(self) -> dict[str, dict[str, int]]:
-        """Where search reads went, per replicated backend; see `AsyncClient.read_counts`."""
-        return self._async.read_counts()
-
-    def rerun(
-        self,
-        query_id: str,
-        *,
-        cursor: str | None = None,
-        limit: int | None = None,
-        clearance_scope: Iterable[str] | None = None,
-    ) -> SearchResponse:
-        """A saved query answered again; see `AsyncClient.rerun`."""
-        return self._call(
-            self._async.rerun(query_id, cursor=cursor, limit=limit, clearance_scope=clearance_scope)
-        )
-
-    def delete(self, element_ids: Iterable[str]) -> IngestReport:
-        """Tombstone elements; see `AsyncClient.delete`."""
-        return self._call(self._async.delete(list(element_ids)))
-
-    def sync(self) -> dict[str, int]:
-        """Apply any pending outbox entries; see `AsyncClient.sync`."""
-        return self._call(self._async.sync())
-
-    def element_ids(self, prefix: str = "") -> list[str]:
-        """Ids of live elements starting with `prefix`; see `AsyncClient.element_ids`."""
-        return self._call(self._async.element_ids(prefix))
-
-    def stats(self) -> dict[str, Any]:
-        """Counts from the system of record."""
-        return self._call(self._async.stats())
-
-    def tune(
-        self,
-        *,
-        queries: int = tuning_run.DEFAULT_QUERIES,
-        seed: int = 0,
-        dry_run: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> Tuning:
-        """Tune the PageRank weight on this store's own data; see `AsyncClient.tune`."""
-        return self._call(
-            self._async.tune(queries=queries, seed=seed, dry_run=dry_run, progress=progress)
-        )
-
-    def forget_tuning(self) -> None:
-        """Forget what `tune` recorded; see `AsyncClient.forget_tuning`."""
-        self._call(self._async.forget_tuning())
-
-    def check(self) -> ConsistencyReport:
-        """Compare every derived store with the system of record; see `AsyncClient.check`."""
-        return self._call(self._async.check())
-
-    def repair(self, report: ConsistencyReport | None = None) -> RepairReport:
-        """Repair every derived store; see `AsyncClient.repair`."""
-        return self._call(self._async.repair(report))
-
-    def ingest_source(
-        self, path: str | os.PathLike[str], **options: Unpack[SourceOptions]
-    ) -> SourceIngestReport:
-        """Load a folder and write what changed; see `AsyncClient.ingest_source`.
-
-        `progress` runs on the client's background thread, while this call blocks.
-        """
-        return self._call(self._async.ingest_source(path, **options))
-
-    def aggregate(
-        self,
-        query: str | None = None,
-        clearance_scope: Iterable[str] | None = None,
-        context_filters: Mapping[str, Any] | None = None,
-        **options: Unpack[AggregateOptions],
-    ) -> AggregateResponse:
-        """Count the visible matches by group; see `AsyncClient.aggregate`."""
-        request = aggregate_request(query, clearance_scope, context_filters, **options)
-        return self.run_aggregate(request)
-
-    def run_aggregate(
-        self, request: AggregateRequest, *, pushdown: bool = True
-    ) -> AggregateResponse:
-        """Answer one validated aggregate; see `AsyncClient.run_aggregate`."""
-        return self._call(self._async.run_aggregate(request, pushdown=pushdown))
-
-
-@overload
-def connect(
-    target: Path | None = None, *, path: str | Path | None = None, **kwargs: Any
-) -> Client: ...
-@overload
-def connect(
-    target: str, *, path: str | Path | None = None, **kwargs: Any
-) -> Client | RemoteClient: ...
-def connect(
-    target: str | Path | None = None, *, path: str | Path | None = None, **kwargs: Any
-) -> Client | RemoteClient:
-    """Open a client on a profile, or on a UDA HTTP service.
-
-    Args:
-        target: None for the embedded default (data in `./.uda`), a folder, a `.toml`
-            profile file, or the URL of a UDA service (`http://...`, `https://...`).
-        path: the embedded profile's data folder.
-        **kwargs: passed to `Client` (an `embedder`, a `clock`), or for a URL to
-            `uda.http.remote.RemoteClient` (`api_key`, `token`, `timeout`).
-    """
-    if is_url(target):
-        from uda.http.remote import RemoteClient
-
-        if path is not None:
-            raise ConfigError("path= applies to local profiles, not to a URL", field="path")
-        return RemoteClient(str(target), **kwargs)
-    return Client(load_profile(target, path=path), **kwargs)
-
-
-@overload
-def aconnect(
-    target: Path | None = None, *, path: str | Path | None = None, **kwargs: Any
-) -> AsyncClient: ...
-@overload
-def aconnect(
-    target: str, *, path: str | Path | None = None, **kwargs: Any
-) -> AsyncClient | AsyncRemoteClient: ...
-def aconnect(
-    target: str | Path | None = None, *, path: str | Path | None = None, **kwargs: Any
-) -> AsyncClient | AsyncRemoteClient:
-    """Like `connect`, for asyncio: use as `async with uda.aconnect(...) as client:`."""
-    if is_url(target):
-        from uda.http.remote import AsyncRemoteClient
-
-        if path is not None:
-            raise ConfigError("path= applies to local profiles, not to a URL", field="path")
-        return AsyncRemoteClient(str(target), **kwargs)
-    return AsyncClient(load_profile(target, path=path), **kwargs)
-
-
-def is_url(target: object) -> bool:
-    """Whether a `connect` target names an HTTP service rather than a profile."""
-    return isinstance(target, str) and target.lower().startswith(("http://", "https://"))
