@@ -27,6 +27,9 @@ from uda.tuning import Tuning
 from uda.tuning.measure import GRID, MIN_QUERIES, Halves, choose
 
 PUBLIC = ["public"]
+# A tuned weight that is not the mode's own, so that a test can tell which one a search used.
+TUNED = 8.0
+assert TUNED != ASSOCIATIVE_CENTRALITY_WEIGHT
 
 
 def tuning(weight: float, **fields: object) -> Tuning:
@@ -79,6 +82,7 @@ def test_a_weight_confirmed_on_the_other_half_is_chosen() -> None:
         halves({2: 0.4, 4: 0.5, 8: 0.6, 16: 0.55}, {2: 0.4, 4: 0.5, 8: 0.58, 16: 0.5}),
         queries=100,
         seed=3,
+        default=4.0,
     )
     assert (chosen.centrality_weight, chosen.default_weight) == (8, 4)
     assert chosen.changed
@@ -89,7 +93,7 @@ def test_a_weight_confirmed_on_the_other_half_is_chosen() -> None:
 
 
 def test_a_weight_the_other_half_does_not_confirm_leaves_the_modes_own() -> None:
-    chosen = choose(halves({4: 0.5, 8: 0.6}, {4: 0.55, 8: 0.55}), queries=100, seed=0)
+    chosen = choose(halves({4: 0.5, 8: 0.6}, {4: 0.55, 8: 0.55}), queries=100, seed=0, default=4.0)
     assert chosen.centrality_weight == 4
     assert not chosen.changed
     assert "not on those that confirmed it" in chosen.reason
@@ -97,25 +101,30 @@ def test_a_weight_the_other_half_does_not_confirm_leaves_the_modes_own() -> None
 
 def test_a_tie_goes_to_the_modes_own_then_to_the_nearer() -> None:
     assert (
-        choose(halves({2: 0.5, 4: 0.5}, {2: 0.9, 4: 0.1}), queries=9, seed=0).centrality_weight == 4
+        choose(
+            halves({2: 0.5, 4: 0.5}, {2: 0.9, 4: 0.1}), queries=9, seed=0, default=4.0
+        ).centrality_weight
+        == 4
     )
-    nearer = choose(halves({1: 0.6, 8: 0.6, 4: 0.5}, {1: 0.7, 8: 0.7, 4: 0.5}), queries=9, seed=0)
+    nearer = choose(
+        halves({1: 0.6, 8: 0.6, 4: 0.5}, {1: 0.7, 8: 0.7, 4: 0.5}), queries=9, seed=0, default=4.0
+    )
     assert nearer.centrality_weight == 8  # one doubling from 4, where 1 is two
 
 
 # -- where the weight applies ---------------------------------------------------------------
 def test_the_tuned_weight_is_the_associative_modes_below_the_profile_and_the_request() -> None:
-    associative = AutoChoice(mode=AutoMode.ASSOCIATIVE, reason="test").tuned(16.0)
-    assert planned(associative).weights[Leg.CENTRALITY] == 16.0
+    associative = AutoChoice(mode=AutoMode.ASSOCIATIVE, reason="test").tuned(TUNED)
+    assert planned(associative).weights[Leg.CENTRALITY] == TUNED
     asked = planned(associative, weights={"centrality": 2.0})
     assert asked.weights[Leg.CENTRALITY] == 2.0
     pinned = SearchDefaults(weights={Leg.CENTRALITY: 0.5}, pinned=frozenset({Leg.CENTRALITY}))
     assert planned(associative, pinned).weights[Leg.CENTRALITY] == 0.5
-    context = AutoChoice(mode=AutoMode.CONTEXT, reason="test").tuned(16.0)
+    context = AutoChoice(mode=AutoMode.CONTEXT, reason="test").tuned(TUNED)
     assert context.tuned_weight is None  # the context mode keeps the profile's weight
     assert planned(context).weights[Leg.CENTRALITY] == SearchDefaults().weights[Leg.CENTRALITY]
     described = planned(associative).describe()
-    assert "PageRank weight 16 tuned on this store" in described
+    assert "PageRank weight 8 tuned on this store" in described
 
 
 # -- on a real store ------------------------------------------------------------------------
@@ -190,9 +199,9 @@ def record(client: uda.Client, weight: float) -> None:
 
 def test_a_later_page_keeps_the_first_pages_tuned_weight(client: uda.Client) -> None:
     chain(client, 12)
-    record(client, 16.0)
+    record(client, TUNED)
     first = client.search("harbour cranes", limit=2, clearance_scope=PUBLIC)
-    assert first.explain().plan.weights[Leg.CENTRALITY] == 16.0
+    assert first.explain().plan.weights[Leg.CENTRALITY] == TUNED
     assert first.next_cursor is not None
     record(client, 1.0)
     assert (
@@ -202,10 +211,10 @@ def test_a_later_page_keeps_the_first_pages_tuned_weight(client: uda.Client) -> 
     second = client.search(
         "harbour cranes", limit=2, clearance_scope=PUBLIC, cursor=first.next_cursor
     )
-    assert second.explain().plan.auto.tuned_weight == 16.0
-    assert second.explain().plan.weights[Leg.CENTRALITY] == 16.0
+    assert second.explain().plan.auto.tuned_weight == TUNED
+    assert second.explain().plan.weights[Leg.CENTRALITY] == TUNED
     again = client.rerun(first.query_id or "")
-    assert again.explain().plan.weights[Leg.CENTRALITY] == 16.0
+    assert again.explain().plan.weights[Leg.CENTRALITY] == TUNED
     assert [r.element_id for r in again.results] == [r.element_id for r in first.results]
 
 

@@ -31,6 +31,9 @@ from uda.query.planner import Planner
 from uda.tuning.pseudo import PseudoQuery
 from uda.tuning.settings import Tuning
 
+# Fixed before the mode's weight moved to its top (ADR 38, ADR 45): the pseudo-queries favour
+# more weight by construction, so the grid's upper end is a bound, not a measurement. With the
+# mode at 16, tuning can only lower the weight, where the store's graph finds fewer second hops.
 GRID = (1.0, 2.0, 4.0, 8.0, 16.0)
 CUTOFF = 5  # Recall@5: the answers an agent reads
 CONCURRENT = 2  # searches in flight (the machine's cores, not more)
