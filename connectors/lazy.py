@@ -1,7 +1,7 @@
 """Names a package exports from a module it imports only when one of them is first used.
 
 A backend package (`connectors.postgres`) names its connector classes, but importing one of
-its helper modules (`connectors.postgres.sql`) must not import the backend's library, which
+its helper modules (`connectors.postgres.filter_sql`) must not import the backend's library, which
 may not be installed: the package's `__getattr__` loads the connector module on demand.
 """
 

@@ -354,7 +354,7 @@ def _pg_table(conn: Any, rows: list[dict[str, Any]]) -> str:
 
 
 def _pg_ids(pg: Any, tree: FilterNode) -> set[int]:
-    from connectors.postgres.sql import tree_sql as pg_tree_sql
+    from connectors.postgres.filter_sql import tree_sql as pg_tree_sql
 
     conn, table = pg
     params: dict[str, Any] = {}
@@ -394,7 +394,7 @@ def test_postgres_ilike_folds_like_python(pg_rows: Any) -> None:
 
 
 def test_postgres_hostile_names_and_values_are_parameters(pg_rows: Any) -> None:
-    from connectors.postgres.sql import tree_sql as pg_tree_sql
+    from connectors.postgres.filter_sql import tree_sql as pg_tree_sql
 
     for tree in _hostile_trees():
         params: dict[str, Any] = {}

@@ -19,9 +19,9 @@ from connectors.contract.errors import ConfigError, ConnectorError
 from connectors.contract.records import SearchFilter
 from connectors.contract.system_of_record import WriteBatch
 from connectors.postgres import partitions
-from connectors.postgres import sql as q
 from connectors.postgres import vector_sql as vsql
 from connectors.postgres.connector import PostgresConnector
+from connectors.postgres.filter_sql import compile_filter
 from connectors.postgres.record_partitions import RECORD_PARTITIONS
 from uda.services.postgres import PostgresService
 
@@ -99,7 +99,7 @@ async def test_a_project_bound_search_plans_only_its_partitions(
         ]
     )
     caller = SearchFilter(max_sensitivity_rank=0, projects=frozenset({"project:p3"}))
-    where, params = q.compile_filter(caller, table="v")
+    where, params = compile_filter(caller, table="v")
     where, params = partitions.prune(where, params, caller, table="v")
     params.update(q=str(list(vectors[0])), k=5)
     plan = run_sql(

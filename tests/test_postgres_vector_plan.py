@@ -17,9 +17,9 @@ from postgres_fixtures import fresh_schema, run_sql, server
 
 from connectors.conformance.data import chunk, random_vectors
 from connectors.contract.records import SearchFilter
-from connectors.postgres import sql as q
 from connectors.postgres import vector_sql as vsql
 from connectors.postgres.connector import PostgresConnector
+from connectors.postgres.filter_sql import compile_filter
 from uda.services.postgres import PostgresService
 
 __all__ = ["server"]
@@ -31,7 +31,7 @@ CALLER = SearchFilter(max_sensitivity_rank=2, projects=("p1",))
 
 def _plan(url: str, schema: str, settings: str, settings_params: Any, exact: bool) -> str:
     """EXPLAIN of the leg's query under the leg's transaction-local settings."""
-    where, params = q.compile_filter(CALLER, table="v")
+    where, params = compile_filter(CALLER, table="v")
     params.update(q="[" + ",".join(["0.05"] * DIM) + "]", k=100)
     with psycopg.connect(url) as conn, conn.transaction():
         conn.execute("SELECT set_config('search_path', %s, true)", (f"{schema}, public",))

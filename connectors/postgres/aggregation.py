@@ -32,7 +32,7 @@ from connectors.contract.aggregation import (
 from connectors.contract.filter_tree import AllOf, AnyOf, FilterNode, Not, RelationPredicate
 from connectors.contract.predicates import Predicate
 from connectors.contract.records import OPEN
-from connectors.postgres.sql import storable, tree_sql
+from connectors.postgres.filter_sql import storable, tree_sql
 
 Select = Callable[[str, Mapping[str, Any]], Awaitable[list[Any]]]
 

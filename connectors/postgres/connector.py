@@ -43,9 +43,10 @@ from connectors.contract.system_of_record import (
 )
 from connectors.postgres import aggregation as postgres_aggregation
 from connectors.postgres import record_partitions
-from connectors.postgres import sql as q
+from connectors.postgres import record_sql as q
 from connectors.postgres import values as pv
 from connectors.postgres.aggregation import Select
+from connectors.postgres.filter_sql import storable
 from connectors.postgres.graph_reads import BRIDGE_ASSETS, BRIDGES, GRAPH_SHAPE, view_parameters
 from connectors.postgres.lexical import PostgresTextLeg
 from connectors.postgres.selection import select_sql
@@ -177,7 +178,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
 
     async def save_queries(self, rows: Sequence[SavedQueryRow], older_than_ms: int) -> None:
         """Keep these queries and forget those created before `older_than_ms`, at once."""
-        kept = [r for r in rows if q.storable(r.query_id) and q.storable(r.body)]
+        kept = [r for r in rows if storable(r.query_id) and storable(r.body)]
         async with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
             if kept:
                 await cur.executemany(
@@ -186,7 +187,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
                     [
                         (
                             r.query_id,
-                            r.owner if r.owner is None or q.storable(r.owner) else None,
+                            r.owner if r.owner is None or storable(r.owner) else None,
                             r.created_ms,
                             r.body,
                             r.embedding,
@@ -201,7 +202,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
 
     async def load_query(self, query_id: str) -> SavedQueryRow | None:
         """The saved query with this id, or None."""
-        if not q.storable(query_id):
+        if not storable(query_id):
             return None
         rows = await self._select(
             "SELECT query_id, owner, created_ms, body, embedding FROM saved_queries "
@@ -265,7 +266,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
 
     async def pending(self, store: str, limit: int) -> list[OutboxItem]:
         """Outbox entries for `store`, oldest first."""
-        if not q.storable(store):
+        if not storable(store):
             return []
         rows = await self._select(
             "SELECT seq, kind, key FROM outbox WHERE store = %(store)s ORDER BY seq "
@@ -279,7 +280,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
 
     async def acknowledge(self, store: str, items: Sequence[OutboxItem]) -> None:
         """Delete applied outbox entries."""
-        if not items or not q.storable(store):
+        if not items or not storable(store):
             return
         async with self._connection() as conn:
             await conn.execute(
@@ -289,7 +290,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
 
     async def load_chunks(self, state_keys: Sequence[tuple[str, int]]) -> list[ChunkRecord]:
         """Chunks of the given states, with metadata from their state rows."""
-        keys = [(eid, int(v)) for eid, v in state_keys if q.storable(eid)]
+        keys = [(eid, int(v)) for eid, v in state_keys if storable(eid)]
         if not keys:
             return []
         rows = await self._select(
@@ -305,7 +306,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
 
     async def load_edges(self, keys: Sequence[tuple[str, str, str]]) -> list[GraphEdge]:
         """Edges by key, with their current validity."""
-        wanted = [k for k in keys if all(q.storable(part) for part in k)]
+        wanted = [k for k in keys if all(storable(part) for part in k)]
         if not wanted:
             return []
         rows = await self._select(
@@ -378,7 +379,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
 
     async def live_element_ids(self, prefix: str) -> list[str]:
         """Current, non-tombstoned ids starting with `prefix`, sorted by code point."""
-        if not q.storable(prefix):
+        if not storable(prefix):
             return []
         return [row[0] for row in await self._select(q.LIVE_ELEMENT_IDS, {"prefix": prefix})]
 
@@ -394,7 +395,7 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         self, store: str, kind: Literal["state", "edge"], keys: Sequence[tuple[str | int, ...]]
     ) -> None:
         """Add outbox entries for `store`, as a commit would have."""
-        if not q.storable(store):
+        if not storable(store):
             raise UserError("PostgreSQL cannot store this store name", field="store", value=store)
         await self._write_many(q.INSERT_OUTBOX, [(store, kind, json.dumps(list(k))) for k in keys])
 

@@ -16,7 +16,7 @@ from connectors.contract.graph_shape import (
     ShapeClearance,
 )
 from connectors.contract.records import OPEN
-from connectors.postgres.sql import storable
+from connectors.postgres.filter_sql import storable
 
 _PLACEHOLDERS = {
     "open": OPEN,

@@ -12,9 +12,9 @@ from connectors.base import TextCapable
 from connectors.bm25 import BM25_B, BM25_K1
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
 from connectors.contract.system_of_record import derived_chunk_values
-from connectors.postgres import sql as q
 from connectors.postgres import text as lexical
 from connectors.postgres import values as pv
+from connectors.postgres.filter_sql import compile_filter
 from connectors.postgres.store import PostgresStore
 
 # Visible statistics kept per filter (callers with distinct clearances and filters).
@@ -80,7 +80,7 @@ class PostgresTextLeg(PostgresStore, TextCapable):
         terms = query_terms(query)
         if k <= 0 or not terms:
             return []
-        where, params = q.compile_filter(search_filter, table="t")
+        where, params = compile_filter(search_filter, table="t")
         # The filter's SQL and values name the visible set the statistics belong to.
         key = (where, json.dumps(params, sort_keys=True, default=str))
         generation, n_docs, avg_len = self._visible_stats.get(key, (-1, 0.0, 0.0))

@@ -21,7 +21,7 @@ from typing import Any
 
 from connectors.contract.records import SearchFilter
 from connectors.contract.system_of_record import DERIVED_CHUNK_COLUMNS, conflict_update, insert_sql
-from connectors.postgres.sql import storable
+from connectors.postgres.filter_sql import storable
 from connectors.postgres.vector_sql import VECTOR_INDEXES, vector_columns
 
 UNSCOPED = ""

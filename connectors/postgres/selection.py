@@ -11,7 +11,7 @@ from connectors.contract.predicates import Op, Predicate
 from connectors.contract.records import OPEN, SearchFilter
 from connectors.contract.selection import StateOrder, StateSelection, column_predicates
 from connectors.contract.system_of_record import LATEST_COLUMNS, STATE_COLUMNS, column_list
-from connectors.postgres.sql import compile_filter, storable, tree_sql
+from connectors.postgres.filter_sql import compile_filter, storable, tree_sql
 
 _STATE_U = column_list(STATE_COLUMNS, "u", json_as="{}::text")
 _STATE_T = column_list(STATE_COLUMNS, "t", json_as="{}::text")

@@ -21,8 +21,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from connectors.base import Connector
 from connectors.contract.errors import ConfigError, ConnectorError, TransientBackendError
-from connectors.postgres import partitions, record_partitions
-from connectors.postgres import sql as q
+from connectors.postgres import partitions, record_partitions, tables
 from connectors.postgres import text as lexical
 from connectors.postgres.replicas import PRIMARY_POSITION, ReadRouter, Standby
 
@@ -188,7 +187,7 @@ class PostgresStore(Connector):
             )
             await self._set_search_path(conn, local=True)
             await conn.execute(
-                q.schema(
+                tables.schema(
                     self._dimension,
                     vector_table=not self._partitioned,
                     record_partitions=self._partitioned,

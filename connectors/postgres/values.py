@@ -14,7 +14,7 @@ import numpy as np
 from connectors.contract.errors import UserError
 from connectors.contract.records import ChunkRecord, GraphEdge
 from connectors.contract.system_of_record import WriteBatch
-from connectors.postgres import sql as q
+from connectors.postgres import filter_sql
 
 
 def vector(values: Sequence[float]) -> np.ndarray[Any, np.dtype[np.float32]]:
@@ -31,7 +31,7 @@ def edge(row: Sequence[Any]) -> GraphEdge:
 
 def storable(ids: Sequence[str]) -> list[str]:
     """The distinct ids PostgreSQL could hold: no stored row has any of the others."""
-    return list(dict.fromkeys(i for i in ids if q.storable(i)))
+    return list(dict.fromkeys(i for i in ids if filter_sql.storable(i)))
 
 
 def last_per_id(chunks: Sequence[ChunkRecord]) -> list[ChunkRecord]:
@@ -41,7 +41,7 @@ def last_per_id(chunks: Sequence[ChunkRecord]) -> list[ChunkRecord]:
 
 def _unstorable(value: object) -> bool:
     if isinstance(value, str):
-        return not q.storable(value)
+        return not filter_sql.storable(value)
     if isinstance(value, Mapping):
         return any(_unstorable(k) or _unstorable(v) for k, v in value.items())  # type: ignore[misc]
     if isinstance(value, list | tuple):

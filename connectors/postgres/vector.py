@@ -13,9 +13,9 @@ from connectors.contract.errors import ConnectorError
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
 from connectors.contract.system_of_record import derived_chunk_values
 from connectors.postgres import partitions
-from connectors.postgres import sql as q
 from connectors.postgres import values as pv
 from connectors.postgres import vector_sql as vsql
+from connectors.postgres.filter_sql import compile_filter
 from connectors.postgres.store import PostgresStore
 
 
@@ -54,7 +54,7 @@ class PostgresVectorLeg(PostgresStore, VectorCapable):
 
     def _vector_filter(self, search_filter: SearchFilter) -> tuple[str, dict[str, Any]]:
         """The pushdown filter on `vector_chunks v`, on the partition key too if partitioned."""
-        where, params = q.compile_filter(search_filter, table="v")
+        where, params = compile_filter(search_filter, table="v")
         if self._partitioned:
             where, params = partitions.prune(where, params, search_filter, table="v")
         return where, params

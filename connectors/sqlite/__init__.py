@@ -1,8 +1,9 @@
 """SQLite, the embedded profile's system of record and lexical leg.
 
 `connector` is the RelationalCapable and TextCapable connector; `schema` its tables and
-statements, `text` the BM25 leg, `connections` the writer and per-thread readers it shares
-with the Chroma chunk directory.
+statements, `lexical` the BM25 leg's methods (a mixin of the connector) and `text` their
+statements, `connections` the writer and per-thread readers it shares with the Chroma chunk
+directory.
 
 The connector classes load on first use, so that importing a helper module of this package
 does not import the backend's library.

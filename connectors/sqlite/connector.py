@@ -1,7 +1,8 @@
 """SQLite: the embedded system of record (RelationalCapable) and a BM25 lexical leg.
 
 One database file. Writes go through one connection under a lock (SQLite has one writer);
-reads use a connection per worker thread, which WAL mode lets run beside the writer.
+reads use a connection per worker thread, which WAL mode lets run beside the writer. The
+lexical leg's methods come from the mixin `connectors.sqlite.lexical.SQLiteTextLeg`.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from connectors.analyzer import query_terms
-from connectors.base import Connector, RelationalCapable, TextCapable
+from connectors.base import Connector, RelationalCapable
 from connectors.contract.aggregation import StateAggregates, StateAggregation
 from connectors.contract.errors import ConnectorError
 from connectors.contract.graph_shape import GraphShape, ShapeClearance, assets_by_node
-from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, GraphEdge, SearchFilter
+from connectors.contract.records import OPEN, ChunkRecord, GraphEdge
 from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import (
@@ -38,12 +38,12 @@ from connectors.contract.system_of_record import (
     state_from_row,
     state_values,
 )
-from connectors.sql_filters import compile_filter
 from connectors.sqlite import aggregation as sqlite_aggregation
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connections import SQLiteConnections
 from connectors.sqlite.graph_reads import BRIDGE_ASSETS, BRIDGES, GRAPH_SHAPE, view_parameters
 from connectors.sqlite.json_rows import read_json_rows
+from connectors.sqlite.lexical import SQLiteTextLeg
 from connectors.sqlite.saved_queries import SavedQueryFile, move_from_store
 from connectors.sqlite.schema import (
     CLEARANCE_SELECT,
@@ -57,8 +57,6 @@ from connectors.sqlite.schema import (
     PENDING_COUNTS_SQL,
     SCHEMA,
     STATE_SELECT,
-    TEXT_INDEX_DRIFT_SQL,
-    VISIBLE_STATS_SQL,
     state_rows_sql,
 )
 from connectors.sqlite.selection import select_sql
@@ -67,7 +65,7 @@ T = TypeVar("T")
 _WORKERS = 4  # reader threads (each with its own connection) beside the one writer
 
 
-class SQLiteConnector(Connector, RelationalCapable, TextCapable):
+class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
     """System of record and lexical leg in one SQLite file.
 
     Args:
@@ -437,83 +435,6 @@ class SQLiteConnector(Connector, RelationalCapable, TextCapable):
                 conn.executemany(sql, rows)
 
         await self._run(write)
-
-    # -- lexical leg ------------------------------------------------------------------------
-    async def upsert_text_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
-        """Insert or replace chunks and their terms."""
-
-        def write() -> None:
-            with self._transaction() as conn:
-                sqlite_text.index_chunks(conn, chunks)
-
-        await self._run(write)
-
-    async def text_chunk_states(self) -> dict[str, int]:
-        """Every chunk id in the text index with its `valid_to`."""
-        return dict(await self._select("SELECT chunk_id, valid_to FROM text_chunks"))
-
-    async def delete_text_chunks(self, chunk_ids: Sequence[str]) -> None:
-        """Delete chunks by id (the trigger drops their term rows)."""
-        await self._write_many(
-            "DELETE FROM text_chunks WHERE chunk_id = ?", [(cid,) for cid in chunk_ids]
-        )
-
-    async def text_index_drift(self) -> int:
-        """Chunks whose term rows do not add up to their length, plus orphaned term rows."""
-        return int((await self._select(TEXT_INDEX_DRIFT_SQL))[0][0])
-
-    async def rebuild_text_index(self) -> None:
-        """Recompute every chunk's terms and length from its stored text."""
-
-        def write() -> None:
-            with self._transaction() as conn:
-                sqlite_text.rebuild_terms(conn)
-
-        await self._run(write)
-
-    async def text_search(self, query: str, k: int, search_filter: SearchFilter) -> list[ChunkHit]:
-        """BM25 over chunk names and text, with the statistics of the visible chunks only."""
-        terms = query_terms(query)
-        if not terms or k <= 0:
-            return []
-        where, params = compile_filter(search_filter, table="t")
-
-        def query_rows() -> list[ChunkHit]:
-            conn = self._reader()
-            n_docs, avg_len = self._visible_stats(conn, where, params)
-            if not n_docs:
-                return []
-            best = sqlite_text.best_chunks(conn, terms, where, params, n_docs, avg_len, k)
-            return [
-                ChunkHit(chunk_id=c, element_id=e, version=v, text=t, score=score)
-                for c, e, v, t, score in best
-            ]
-
-        return await self._run(query_rows)
-
-    def _visible_stats(
-        self, conn: sqlite3.Connection, where: str, params: Sequence[Any]
-    ) -> tuple[int, float]:
-        """Count and average length of the visible chunks, cached until the file changes.
-
-        `PRAGMA data_version` changes whenever another connection (this process's writer, or
-        another process) commits, so a cached value is never served stale.
-        """
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
-        cache: dict[tuple[str, tuple[Any, ...]], tuple[int, int, float]]
-        cache = getattr(self._local, "stats", None) or {}
-        self._local.stats = cache
-        key = (where, tuple(params))
-        hit = cache.get(key)
-        if hit is not None and hit[0] == version:
-            return hit[1], hit[2]
-        n_docs, avg_len = conn.execute(
-            VISIBLE_STATS_SQL.format(where=where), tuple(params)
-        ).fetchone()
-        if len(cache) > 256:
-            cache.clear()
-        cache[key] = (version, int(n_docs), float(avg_len or 0.0))
-        return int(n_docs), float(avg_len or 0.0)
 
     # -- aggregates -------------------------------------------------------------------------
     async def aggregate_states(self, aggregation: StateAggregation) -> StateAggregates | None:
