@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pyarrow as pa
 import pytest
+from aggregate_fixtures import ELEMENTS, RELATIONS
 from http_fixtures import Service, serve
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -26,7 +27,6 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_aggregates import ELEMENTS, RELATIONS
 
 import uda
 from uda.agent.aggregate import AggregateArgs, aggregate
