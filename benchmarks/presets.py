@@ -39,6 +39,9 @@ MORE_VARIANTS: tuple[GraphVariant, ...] = (
     ("pagerank", 1.0, True),
     ("pagerank", 2.0, True),
     ("pagerank", 4.0, True),
+    # The associative mode's own weight, chosen for each set on the other sets' questions
+    # (docs/adr/0045): the graph alone at the setting the defaults use.
+    ("pagerank", 16.0, True),
 )
 
 

@@ -1,0 +1,92 @@
+"""One turn of `benchmarks.revisions`, run inside a revision's own checkout.
+
+`python revision_turn.py build STORE CHUNKS QUERIES` fills an embedded store with the
+synthetic corpus; `python revision_turn.py measure STORE CHUNKS QUERIES` searches it as the
+scale suite does (limit 10, depth 2 then 1, callers rotating through four clearances, the
+query embedding excluded) and prints one JSON line: per depth, the p50 of the wall time,
+of each planner phase and of hydrating the results.
+
+It imports only what every revision since the scale suite has had (`benchmarks.synthetic`,
+`uda.Client`, `uda.config.embedded_profile`, `plan.timings_ms`), and the revision's own
+packages first: the working directory is put at the front of the path, and this file's
+folder is taken off it, so the benchmark package of the checkout that launched the turn is
+never the one measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+LIMIT = 10
+DEPTHS = (2, 1)
+WARMUP = 5
+CALLERS = (
+    ["public"],
+    ["internal"],
+    ["confidential", "project:p1"],
+    ["restricted", "project:*"],
+)
+
+
+def _own_checkout_first() -> None:
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(here)]
+    sys.path.insert(0, os.getcwd())
+
+
+def main(argv: list[str]) -> int:
+    """Build or measure, as argv says."""
+    action, store, chunks, queries = argv[0], Path(argv[1]), int(argv[2]), int(argv[3])
+    _own_checkout_first()
+    import uda
+    from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
+    from uda.config import embedded_profile
+
+    corpus = SyntheticCorpus(spec=SyntheticSpec(chunks=chunks, queries=queries + WARMUP))
+    embedder = SyntheticEmbedder(corpus)
+    profile = embedded_profile(store)
+    if action == "build":
+        started = time.perf_counter()
+        with uda.Client(profile, embedder=embedder) as client:
+            client.ingest(corpus.context_nodes())
+            for batch in corpus.batches():
+                client.ingest(batch.elements, batch.relations)
+        print(json.dumps({"build_s": time.perf_counter() - started}))
+        return 0
+    out: dict[str, dict[str, float]] = {}
+    with uda.Client(profile, embedder=embedder) as client:
+        for depth in DEPTHS:
+            walls: list[float] = []
+            phases: dict[str, list[float]] = {}
+            for j in range(WARMUP + queries):
+                started = time.perf_counter()
+                response = client.search(
+                    corpus.queries[j],
+                    limit=LIMIT,
+                    clearance_scope=CALLERS[j % len(CALLERS)],
+                    expand_depth=depth,
+                )
+                returned = time.perf_counter()
+                _ = response.results  # hydrated: what a caller pays for
+                done = time.perf_counter()
+                if j < WARMUP:
+                    continue
+                walls.append((done - started) * 1000)
+                phases.setdefault("hydrate", []).append((done - returned) * 1000)
+                plan = getattr(response, "plan", None) or response.explain().plan
+                for phase, value in plan.timings_ms.items():
+                    phases.setdefault(phase, []).append(value)
+            row = {"wall": statistics.median(walls)}
+            row.update({phase: statistics.median(values) for phase, values in phases.items()})
+            out[str(depth)] = row
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,236 @@
+"""`python -m benchmarks.revisions BEFORE AFTER`: search latency of two revisions, in turns.
+
+The "no loss" checks (issue 20: search p50 at 100k chunks not more than 10 % slower) compare
+two revisions. Two scale runs an hour apart do not settle that on a shared machine, whose
+speed drifts by more than most changes cost (ADR 46). So this measures in turns: each
+revision is checked out into a worktree of its own and fills its own store with the
+synthetic corpus using its own code; then the two are searched alternately (before, after,
+before, after, ...), each turn a fresh process, so whatever the machine does in the meantime
+falls on both alike. The figure per
+revision is the median of its turns' p50s; the spread of the turns is reported beside it.
+
+Writes `<before>..<after>.json` and `.md` under --out and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmarks.datasets import PROJECT_ROOT
+
+TURN = Path(__file__).resolve().parent / "revision_turn.py"
+DEFAULT_OUT = PROJECT_ROOT / "benchmarks" / "results" / "revisions"
+SHOWN = ("wall", "phase1", "phase2", "phase3", "total", "hydrate")
+
+
+class RevisionError(RuntimeError):
+    """A revision that cannot be checked out, built or measured; the message says which."""
+
+
+def _git(*args: str) -> str:
+    try:
+        done = subprocess.run(  # noqa: S603 - git with the revisions the user named, as a list
+            ["git", *args],  # noqa: S607 - git from PATH, as the report uses it
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError as exc:
+        raise RevisionError(f"git is needed to check revisions out: {exc}") from exc
+    if done.returncode != 0:
+        raise RevisionError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def _turn(checkout: Path, action: str, store: Path, chunks: int, queries: int) -> dict:
+    done = subprocess.run(  # noqa: S603 - this interpreter and the project's own script
+        [sys.executable, str(TURN), action, str(store), str(chunks), str(queries)],
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RevisionError(f"{action} at {checkout.name} failed:\n{tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def summarise(turns: Sequence[Mapping[str, Mapping[str, float]]]) -> dict[str, dict]:
+    """Per depth and figure: the median of the turns' p50s, and their lowest and highest."""
+    out: dict[str, dict] = {}
+    for depth in turns[0]:
+        figures = turns[0][depth].keys()
+        out[depth] = {
+            name: {
+                "median_ms": statistics.median(t[depth][name] for t in turns),
+                "min_ms": min(t[depth][name] for t in turns),
+                "max_ms": max(t[depth][name] for t in turns),
+            }
+            for name in figures
+        }
+    return out
+
+
+def compare(before: Mapping[str, dict], after: Mapping[str, dict]) -> dict[str, dict]:
+    """after / before of the medians, per depth and figure both have."""
+    return {
+        depth: {
+            name: after[depth][name]["median_ms"] / before[depth][name]["median_ms"]
+            for name in before[depth]
+            if name in after.get(depth, {}) and before[depth][name]["median_ms"] > 0
+        }
+        for depth in before
+    }
+
+
+def markdown(report: Mapping) -> str:
+    """The report as a table: p50 per revision (median of turns, with their range) and ratio."""
+    b, a = report["before"]["commit"][:7], report["after"]["commit"][:7]
+    lines = [
+        f"# Search latency in turns: {b} -> {a}",
+        "",
+        f"{report['chunks']:,} synthetic chunks, embedded profile, limit 10, "
+        f"{report['queries']} queries per turn, {report['turns']} turns per revision "
+        f"(alternating), query embedding excluded. p50 in ms: median of the turns "
+        f"(lowest-highest).",
+        "",
+        f"| depth | figure | {b} | {a} | after / before |",
+        "|---|---|---|---|---|",
+    ]
+    for depth, figures in report["before"]["summary"].items():
+        for name in SHOWN:
+            if name not in figures or name not in report["after"]["summary"][depth]:
+                continue
+            cells = []
+            for side in ("before", "after"):
+                f = report[side]["summary"][depth][name]
+                cells.append(f"{f['median_ms']:.1f} ({f['min_ms']:.1f}-{f['max_ms']:.1f})")
+            ratio = report["ratio"][depth][name]
+            lines.append(f"| {depth} | {name} | {cells[0]} | {cells[1]} | {ratio:.3f} |")
+    lines += [
+        "",
+        f"Machine: {report['machine']}; load average before the turns "
+        f"{report['load_before']:.2f}, after {report['load_after']:.2f}. "
+        f"Measured {report['measured_at']}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def run(
+    before: str, after: str, *, chunks: int, queries: int, turns: int, work: Path, log=print
+) -> dict:
+    """Check out, build and measure both revisions in turns; the report as a dict."""
+    commits = {"before": _git("rev-parse", before), "after": _git("rev-parse", after)}
+    checkouts = {side: work / f"{side}-{sha[:10]}" for side, sha in commits.items()}
+    stores = {side: work / f"store-{side}" for side in commits}
+    measured: dict[str, list[dict]] = {"before": [], "after": []}
+    try:
+        for side, sha in commits.items():
+            _git("worktree", "add", "--detach", "--force", str(checkouts[side]), sha)
+            log(f"{side} {sha[:10]}: building {chunks:,} chunks")
+            built = _turn(checkouts[side], "build", stores[side], chunks, queries)
+            log(f"{side} {sha[:10]}: built in {built['build_s']:.0f} s")
+        load_before = os.getloadavg()[0]
+        for turn in range(1, turns + 1):
+            for side in commits:
+                measured[side].append(
+                    _turn(checkouts[side], "measure", stores[side], chunks, queries)
+                )
+            log(
+                f"turn {turn}/{turns}: depth-2 p50 before {measured['before'][-1]['2']['wall']:.1f}"
+                f" ms, after {measured['after'][-1]['2']['wall']:.1f} ms"
+            )
+        load_after = os.getloadavg()[0]
+    finally:
+        for checkout in checkouts.values():
+            if checkout.exists():
+                _git("worktree", "remove", "--force", str(checkout))
+    summaries = {side: summarise(measured[side]) for side in commits}
+    return {
+        "chunks": chunks,
+        "queries": queries,
+        "turns": turns,
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        "load_before": load_before,
+        "load_after": load_after,
+        **{
+            side: {"commit": commits[side], "turns": measured[side], "summary": summaries[side]}
+            for side in commits
+        },
+        "ratio": compare(summaries["before"], summaries["after"]),
+    }
+
+
+def _machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, run, write the report."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.revisions",
+        description="Search latency of two git revisions on the synthetic corpus, measured "
+        "in alternating turns on one machine so that its drift falls on both alike.",
+        epilog="example:\n  python -m benchmarks.revisions 501c2bc HEAD --chunks 100000 --turns 6",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("before", help="the revision to compare against (any git revision)")
+    parser.add_argument("after", help="the revision measured against it (e.g. HEAD)")
+    parser.add_argument("--chunks", type=int, default=100_000, help="corpus size (100000)")
+    parser.add_argument("--queries", type=int, default=200, help="timed queries per turn (200)")
+    parser.add_argument("--turns", type=int, default=6, help="turns per revision (6)")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"report folder ({DEFAULT_OUT.name}/)"
+    )
+    args = parser.parse_args(argv)
+    for name in ("chunks", "queries", "turns"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    started = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="uda-revisions-") as tmp:
+            report = run(
+                args.before,
+                args.after,
+                chunks=args.chunks,
+                queries=args.queries,
+                turns=args.turns,
+                work=Path(tmp),
+                log=lambda m: print(f"[{time.perf_counter() - started:7.1f}s] {m}", flush=True),
+            )
+    except RevisionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"{report['before']['commit'][:7]}..{report['after']['commit'][:7]}"
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    text = markdown(report)
+    (args.out / f"{stem}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
