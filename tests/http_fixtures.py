@@ -2,6 +2,9 @@
 
 The corpus has one element at each sensitivity level and in two projects, all about payment
 retries, so that one question reaches all of them and clearance decides what comes back.
+`service` is a function-scoped fixture (that corpus served in process, for test_http.py and
+test_http_problems.py): a test module imports it and lists it in its `__all__`; `key` gives a
+principal's API key header for it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 import uda
@@ -167,3 +171,13 @@ async def serve(
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://uda.test") as http:
             yield Service(app=app, client=client, http=http, keys=keys)
+
+
+@pytest.fixture
+async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
+    async with serve(tmp_path / "uda", embedder) as running:
+        yield running
+
+
+def key(service: Service, who: str = "internal") -> dict[str, str]:
+    return {"X-API-Key": getattr(service.keys, who)}

@@ -1,28 +1,38 @@
-"""ArcadeDB connector, embedded (in process) and server (HTTP), against real engines.
+"""ArcadeDB connector, embedded (in process) and server (HTTP), against real engines: the
+graph, the vectors, and one query per expansion.
 
 The graph side is held to the reference networkx connector on identical inputs; the vector
 side to an exact numpy ranking with the filter's reference semantics. One real server,
 started through `ArcadeDBService` for the module, serves every server-mode test, each in a
-database of its own.
+database of its own. Persistence, the service's state and the errors are in
+test_arcadedb_persistence.py; the server fixture and the seeded data are
+tests/arcadedb_fixtures.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-import os
 import random
-import stat
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
-from arcadedb_fixtures import remote, running_arcadedb
+from arcadedb_fixtures import (
+    DIM,
+    FILTERS,
+    HOSTILE,
+    RELATIONS,
+    _chunks,
+    _exact,
+    _graph,
+    _same,
+    remote,
+    server,
+)
 
 from connectors.arcadedb.connector import ArcadeDBConnector
 from connectors.contract.predicates import Op, Predicate
@@ -39,26 +49,7 @@ from uda.errors import ConnectorError
 from uda.services.arcadedb import ArcadeDBService
 from uda.services.base import ServiceInfo
 
-HOSTILE = [
-    "it's",
-    'say "hi"',
-    "back`tick`",
-    "x'}) DETACH DELETE n //",
-    'n0"}) MATCH (m) DETACH DELETE m RETURN 1 //',
-    "'; DROP TYPE UdaNode UNSAFE; --",
-    "a' OR '1'='1",
-    "$ids",
-    "$rows",
-    "$open",
-    ":limit",
-    "{eid: 'n1'}",
-    "line\nbreak",
-    "ünïcödé ✓ 🚀",
-    "back\\slash",
-    "",
-]
-RELATIONS = ["partOf", "relatedTo", "authoredBy"]
-DIM = 48
+__all__ = ["server"]  # a fixture
 
 
 class CountingTransport(httpx.AsyncBaseTransport):
@@ -77,15 +68,6 @@ class CountingTransport(httpx.AsyncBaseTransport):
 
 
 # -- fixtures -------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[ArcadeDBService, ServiceInfo]]:
-    """A real ArcadeDB server for the module."""
-    with running_arcadedb(tmp_path_factory.mktemp("services")) as running:
-        yield running
-
-
 @pytest.fixture(params=["embedded", "server"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ArcadeDBConnector]:
     """A connected, empty connector in either mode."""
@@ -109,88 +91,6 @@ async def reference(tmp_path: Path) -> AsyncIterator[NetworkXConnector]:
         yield graph
     finally:
         await graph.close()
-
-
-# -- data -----------------------------------------------------------------------------------
-def _graph(seed: int, n_nodes: int, n_edges: int) -> tuple[list[GraphNode], list[GraphEdge]]:
-    rng = random.Random(seed)
-    ids = [f"n{i}" for i in range(n_nodes)] + HOSTILE
-    nodes = [GraphNode(element_id=i, element_type=rng.choice(["Document", "Person"])) for i in ids]
-    edges: dict[tuple[str, str, str], GraphEdge] = {}
-    for _ in range(n_edges):
-        # Some endpoints are not nodes yet: the store must create them without a type.
-        source = rng.choice([*ids, "orphan-a", "orphan-b"])
-        relation = rng.choice([*RELATIONS, "rel`]->() DELETE e //"])
-        valid_from = rng.randrange(1, 100)
-        valid_to = rng.choice([OPEN, OPEN, valid_from + rng.randrange(1, 100)])
-        edge = GraphEdge(
-            source_id=source,
-            relation=relation,
-            target_id=rng.choice(ids),
-            valid_from=valid_from,
-            valid_to=valid_to,
-        )
-        edges[edge.key] = edge
-    edges[("n1", "relatedTo", "n1")] = GraphEdge(  # a self-loop
-        source_id="n1", relation="relatedTo", target_id="n1", valid_from=1
-    )
-    return nodes, list(edges.values())
-
-
-def _same(a: Subgraph, b: Subgraph) -> bool:
-    return dict(a.nodes) == dict(b.nodes) and sorted(a.edges, key=str) == sorted(b.edges, key=str)
-
-
-def _chunks(seed: int, n: int) -> list[ChunkRecord]:
-    rng = np.random.default_rng(seed)
-    vectors = rng.normal(size=(n, DIM))
-    chunks: list[ChunkRecord] = []
-    for i in range(n):
-        valid_from = int(rng.integers(1, 100))
-        chunks.append(
-            ChunkRecord(
-                chunk_id=f"c{i}@1#0" if i % 17 else HOSTILE[i % len(HOSTILE)] + f"#{i}",
-                element_id=f"e{i // 2}",
-                version=1 + i % 3,
-                index=i % 2,
-                text=f"chunk {i}",
-                embedding=vectors[i].tolist(),
-                element_type=["Document", "Evidence", "SourcePill"][i % 3],
-                name=f"Element {i // 2}",
-                sensitivity_rank=int(rng.integers(0, 4)),
-                scope=[None, None, "project:a", "project:b", "project:o'brien"][i % 5],
-                valid_from=valid_from,
-                valid_to=OPEN if i % 4 else valid_from + int(rng.integers(1, 50)),
-                filter_values={"year": 2000 + i % 25, "lang": ["en", "de", "fr"][i % 3]},
-            )
-        )
-    return chunks
-
-
-def _exact(
-    chunks: list[ChunkRecord], query: np.ndarray, k: int, search_filter: SearchFilter
-) -> list[tuple[str, float]]:
-    passing = [c for c in chunks if search_filter.allows_chunk(c)]
-    matrix = np.array([c.embedding for c in passing], dtype=np.float64)
-    scores = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
-    ranked = sorted(zip(passing, scores, strict=True), key=lambda p: (-p[1], p[0].chunk_id))
-    return [(c.chunk_id, float(s)) for c, s in ranked[:k]]
-
-
-FILTERS = [
-    SearchFilter(max_sensitivity_rank=1),
-    SearchFilter(max_sensitivity_rank=3, projects=("project:a", "project:o'brien")),
-    SearchFilter(max_sensitivity_rank=3, all_projects=True, as_of=40),
-    SearchFilter(max_sensitivity_rank=2, all_projects=True, element_types=("Evidence",)),
-    SearchFilter(
-        max_sensitivity_rank=3,
-        all_projects=True,
-        predicates=(
-            Predicate(field="year", op=Op.GTE, value=2012),
-            Predicate(field="lang", op=Op.IN, value=("en", "fr")),
-        ),
-    ),
-]
 
 
 # -- graph ----------------------------------------------------------------------------------
@@ -415,125 +315,3 @@ async def test_embedded_expand_is_one_query_per_call(
         assert len(results) == 11
     finally:
         await connector.close()
-
-
-# -- persistence ----------------------------------------------------------------------------
-async def test_embedded_store_survives_close_and_reopen(tmp_path: Path) -> None:
-    nodes, edges = _graph(seed=19, n_nodes=50, n_edges=150)
-    chunks = _chunks(seed=4, n=80)
-    first = ArcadeDBConnector(path=tmp_path / "arcadedb")
-    await first.connect()
-    await first.connect()  # idempotent
-    await first.upsert_nodes(nodes)
-    await first.upsert_edges(edges)
-    await first.upsert_chunks(chunks)
-    before = (await first.edge_states(), await first.node_ids(), await first.chunk_states())
-    expanded = await first.expand(["n1", "n2"], 2, None, None)
-    await first.close()
-    await first.close()  # idempotent
-    with pytest.raises(ConnectorError, match="not connected"):
-        await first.node_ids()
-
-    again = ArcadeDBConnector(path=tmp_path / "arcadedb")
-    await again.connect()
-    try:
-        assert (
-            await again.edge_states(),
-            await again.node_ids(),
-            await again.chunk_states(),
-        ) == before
-        assert _same(await again.expand(["n1", "n2"], 2, None, None), expanded)
-        query = np.ones(DIM)
-        hits = await again.vector_search(query.tolist(), 5, FILTERS[2])
-        assert [h.chunk_id for h in hits] == [c for c, _ in _exact(chunks, query, 5, FILTERS[2])]
-    finally:
-        await again.close()
-
-
-async def test_server_restart_keeps_data(server: tuple[ArcadeDBService, ServiceInfo]) -> None:
-    service, info = server
-    database = f"t_{uuid.uuid4().hex[:12]}"
-    nodes, edges = _graph(seed=23, n_nodes=40, n_edges=100)
-    connector = remote(info, database)
-    await connector.connect()
-    await connector.upsert_nodes(nodes)
-    await connector.upsert_edges(edges)
-    await connector.upsert_chunks(_chunks(seed=5, n=30))
-    before = (
-        await connector.edge_states(),
-        await connector.node_ids(),
-        await connector.chunk_states(),
-    )
-    await connector.close()
-
-    pid = info.pid
-    service.down()
-    assert service.status() is None
-    # ArcadeDB keeps the root password of its first start: a lost one is named, not waited on.
-    saved = service.load_state() or {}
-    service.save_state({**saved, "password": "another-password"})
-    with pytest.raises(ConnectorError, match="refuses the saved root password"):
-        service.up()
-    service.save_state(saved)
-    restarted = service.up()
-    assert restarted.pid != pid
-    assert restarted.password == info.password
-    assert service.up() == restarted  # idempotent: the running server is reused
-    connector = remote(restarted, database)
-    await connector.connect()
-    try:
-        assert (
-            await connector.edge_states(),
-            await connector.node_ids(),
-            await connector.chunk_states(),
-        ) == before
-    finally:
-        await connector.close()
-
-
-def test_service_state_is_private_and_names_the_process(
-    server: tuple[ArcadeDBService, ServiceInfo],
-) -> None:
-    service, _ = server
-    info = service.status()
-    assert info is not None
-    assert (info.host, info.database) == ("127.0.0.1", "uda")
-    saved = json.loads(service.state_file.read_text())
-    assert (saved["pid"], saved["port"]) == (info.pid, info.port)
-    assert stat.S_IMODE(os.stat(service.state_file).st_mode) == 0o600
-    assert len(info.password or "") >= 8
-    cmdline = Path(f"/proc/{info.pid}/cmdline").read_bytes()
-    assert b"uda.services.arcadedb" in cmdline
-    assert (info.password or "").encode() not in cmdline
-
-
-# -- errors ---------------------------------------------------------------------------------
-async def test_failures_are_connector_errors(
-    server: tuple[ArcadeDBService, ServiceInfo], tmp_path: Path
-) -> None:
-    _, info = server
-    wrong = ArcadeDBConnector(url=f"http://{info.host}:{info.port}", password="not-the-password")  # noqa: S106
-    with pytest.raises(ConnectorError, match="403") as caught:
-        await wrong.connect()
-    assert isinstance(caught.value.__cause__, httpx.HTTPStatusError)
-    assert "not-the-password" not in str(caught.value)
-
-    closed_port = ArcadeDBConnector(url="http://127.0.0.1:9", password="x" * 8)
-    with pytest.raises(ConnectorError, match="cannot reach") as caught:
-        await closed_port.connect()
-    assert isinstance(caught.value.__cause__, httpx.HTTPError)
-
-    embedded = ArcadeDBConnector(path=tmp_path / "arcadedb")
-    with pytest.raises(ConnectorError, match="not connected"):
-        await embedded.expand(["a"], 1, None, None)
-    await embedded.connect()
-    try:
-        await embedded.upsert_chunks(_chunks(seed=6, n=5))
-        with pytest.raises(ConnectorError) as caught:  # a query vector of the wrong size
-            await embedded.vector_search([1.0, 2.0, 3.0], 3, FILTERS[2])
-        assert caught.value.__cause__ is not None
-        assert caught.value.connector == "arcadedb"
-    finally:
-        await embedded.close()
-    with pytest.raises(ValueError, match="either path"):
-        ArcadeDBConnector()

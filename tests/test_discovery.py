@@ -2,24 +2,21 @@
 grammar takes on it, whether order_by takes it, and the values the caller may see.
 
 Operators are checked against the grammar's own enforcement (`_operand`), not against a copy
-of a table; values against a reference counted here from the corpus with the clearance rule
-restated — a value only hidden elements hold must never be listed. Then every surface: the
-sync and async clients, HTTP (with 422 problem documents), the remote client, the CLI, the
-agent tools and MCP.
+of a table; values against a reference counted from the corpus with the clearance rule
+restated (tests/discovery_fixtures.py) — a value only hidden elements hold must never be
+listed. The sync client is here too (both profiles); the other surfaces (HTTP with 422
+problem documents, the remote client, the CLI, the agent tools and MCP) are in
+test_discovery_surfaces.py.
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from http_fixtures import Service, serve
+from discovery_fixtures import EVERYONE, expected_values
 from test_paging import (
     ASSETS,
     CLEARANCES,
@@ -28,21 +25,15 @@ from test_paging import (
     ProfileFactory,
     make_profile,
     servers,
-    visible,
 )
 
 import uda
 from connectors.contract.predicates import Op
 from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import StoredState
-from ontology import Decision, DecisionStatus, Element, knowledge_asset_types
-from uda.agent.data_models import DiscoverPathsArgs, OperatorsArgs
-from uda.agent.data_tools import discover_filter_paths, get_valid_operators
-from uda.agent.deps import UDADeps
-from uda.cli.commands import EXIT_OK, EXIT_USAGE, main
+from ontology import Decision, DecisionStatus, knowledge_asset_types
 from uda.embedding import Embedder
 from uda.errors import InvalidRequestError, UnknownClearanceError, UnknownFilterFieldError
-from uda.http.remote import AsyncRemoteClient
 from uda.query.clearance import Clearance
 from uda.query.discovery import (
     MAX_LISTED_VALUES,
@@ -59,7 +50,6 @@ from uda.query.filters.grammar import _operand
 
 __all__ = ["make_profile", "servers"]  # the fixtures, shared with test_paging
 
-EVERYONE = ["restricted", "project:*"]
 SAMPLES: dict[str, Any] = {
     "string": "x",
     "integer": 3,
@@ -178,19 +168,6 @@ def test_prefixes_select_and_unknown_ones_list_nothing() -> None:
 
 
 # -- the values a caller may see ---------------------------------------------------------
-def expected_values(
-    clearance: list[str], field: str, elements: list[Element]
-) -> list[tuple[Any, int]]:
-    counted: Counter[Any] = Counter()
-    for element in elements:
-        if not visible(element, clearance):
-            continue
-        value = element.type_name() if field == "element_type" else getattr(element, field, None)
-        if value is not None:
-            counted[getattr(value, "value", value)] += 1
-    return sorted(counted.items(), key=lambda item: (-item[1], str(item[0])))
-
-
 def values_of(path: FilterPath) -> list[tuple[Any, int]]:
     assert path.values is not None, path.path
     return [(v.value, v.count) for v in path.values]
@@ -238,6 +215,14 @@ def test_values_are_counted_over_what_each_clearance_may_see(store: uda.Client) 
     assert everything["name"].many_values
     assert everything["name"].values is None
     assert len({e.name for e in ASSETS}) > MAX_LISTED_VALUES
+
+
+def test_the_sync_client_discovers(store: uda.Client) -> None:
+    """(Both profiles: the sync facade over the async client.)"""
+    paths = store.fields("~governedBy.", ["public"], values=False)
+    assert paths
+    assert all(p.relation == "governedBy" for p in paths)
+    assert store.operators() == operators()
 
 
 async def test_reclassified_and_deleted_elements_count_for_nobody_who_may_not_see_them(
@@ -330,178 +315,3 @@ async def test_the_visibility_rule_itself_hides_values_a_loose_store_returns() -
         loose, Clearance.parse(["confidential", "project:x"]), filter_paths("status")
     )
     assert {v for v, _ in values_of(wider)} == {"accepted", "withdrawn", "deprecated"}
-
-
-# -- HTTP and the remote client ---------------------------------------------------------
-@pytest.fixture
-async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
-    async with serve(tmp_path / "uda", embedder, elements=ELEMENTS, relations=RELATIONS) as s:
-        yield s
-
-
-async def test_http_lists_paths_with_the_values_the_grant_allows(service: Service) -> None:
-    async def get(key: str, **params: Any) -> httpx.Response:
-        return await service.http.get("/v1/paths", params=params, headers={"X-API-Key": key})
-
-    admin = await get(service.keys.admin, prefix="status")
-    assert admin.status_code == 200
-    assert admin.headers["x-uda-clearance"] == "restricted,project:*"
-    [status] = admin.json()["paths"]
-    assert {v["value"] for v in status["values"]} == {"accepted", "proposed", "superseded"}
-    public = await get(service.keys.public, prefix="status", clearance_scope=["restricted"])
-    assert public.headers["x-uda-clearance"] == "public"  # asking for more gets the grant
-    assert public.json()["clearance"]["capped"] is True
-    assert public.json()["paths"][0]["values"] == []
-    narrowed = await get(service.keys.admin, prefix="status", clearance_scope=["internal"])
-    assert [v["value"] for v in narrowed.json()["paths"][0]["values"]] == ["accepted"]
-    relation = await get(service.keys.admin, prefix="~governedBy.")
-    assert {p["path"] for p in relation.json()["paths"]} >= {"~governedBy.status"}
-    bare = await get(service.keys.admin, prefix="partOf.name", values="false")
-    assert bare.json()["paths"][0]["values"] is None
-    assert (await get(service.keys.admin, prefix="nothing-like-this")).json()["paths"] == []
-    for params, field in (
-        ({"prefix": "x" * 201}, "prefix"),
-        ({"clearance_scope": ["top-secret"]}, "clearance_scope"),
-        ({"values": "maybe"}, "values"),
-    ):
-        bad = await get(service.keys.admin, **params)
-        assert bad.status_code == 422, params
-        assert bad.headers["content-type"] == "application/problem+json"
-        assert bad.json()["field"] == field
-    assert (await service.http.get("/v1/paths")).status_code == 401
-
-
-async def test_http_definitions_and_the_openapi_document(service: Service) -> None:
-    headers = {"X-API-Key": service.keys.public}
-    definitions = await service.http.get("/v1/definitions", headers=headers)
-    assert definitions.status_code == 200
-    assert definitions.json()["operators"] == operators().model_dump(mode="json")
-    assert {"timestamp", "name", "status"} <= set(definitions.json()["orderable"])
-    spec = (await service.http.get("/openapi.json")).json()
-    paths = spec["paths"]["/v1/paths"]["get"]
-    assert {p["name"] for p in paths["parameters"]} == {"prefix", "clearance_scope", "values"}
-    assert paths["responses"]["422"]["content"]["application/problem+json"]
-    assert "/v1/definitions" in spec["paths"]
-    schemas = spec["components"]["schemas"]
-    assert {"path", "type", "operators", "orderable", "values"} <= set(
-        schemas["FilterPath"]["properties"]
-    )
-    assert "operators" in schemas["DefinitionsOut"]["properties"]
-
-
-async def test_the_remote_client_discovers_like_the_local_one(service: Service) -> None:
-    transport = httpx.ASGITransport(app=service.app)
-    async with AsyncRemoteClient(
-        "http://uda.test", api_key=service.keys.admin, transport=transport
-    ) as remote:
-        for clearance in (None, ["internal"], []):
-            local_scope = EVERYONE if clearance is None else clearance
-            got = await remote.fields("partOf.", clearance)
-            assert got == await service.client.fields("partOf.", local_scope), clearance
-        assert await remote.operators() == operators()
-        assert await remote.fields("zzz") == []
-        with pytest.raises(InvalidRequestError) as bad:
-            await remote.fields("x" * 201)
-        assert bad.value.field == "prefix"
-
-
-def test_the_sync_client_discovers(store: uda.Client) -> None:
-    """(Both profiles: the sync facade over the async client.)"""
-    paths = store.fields("~governedBy.", ["public"], values=False)
-    assert paths
-    assert all(p.relation == "governedBy" for p in paths)
-    assert store.operators() == operators()
-
-
-# -- the command line, the agent tools and MCP --------------------------------------------
-def test_cli_lists_fields(
-    tmp_path: Path, embedder: Embedder, capsys: pytest.CaptureFixture[str]
-) -> None:
-    del embedder  # loaded once for the session; the CLI reuses it
-    store = tmp_path / "store"
-    with uda.connect(path=store) as client:
-        client.ingest(ELEMENTS, RELATIONS)
-
-    def run(*args: str) -> int:
-        return main(["--path", str(store), "fields", *args])
-
-    assert run("partOf.", "--clearance", "public") == EXIT_OK
-    table = capsys.readouterr().out
-    assert "partOf.name" in table
-    assert "payments=1" in table
-    assert "operations" not in table  # a confidential repository's name
-    assert run("partOf.name", "--clearance", "confidential") == EXIT_OK
-    assert "operations=1" in capsys.readouterr().out
-    assert run("status", "--format", "json", "--clearance", "restricted,project:*") == EXIT_OK
-    [status] = json.loads(capsys.readouterr().out)
-    assert status["orderable"] is True
-    assert {v["value"] for v in status["values"]} == {"accepted", "proposed", "superseded"}
-    assert run("nothing-like-this") == EXIT_OK
-    assert "no filterable path starts with" in capsys.readouterr().out
-    assert run("--clearance", "top-secret") == EXIT_USAGE
-    assert "clearance_scope" in capsys.readouterr().err
-    assert run("x" * 201) == EXIT_USAGE
-    assert "prefix" in capsys.readouterr().err
-
-
-@pytest.fixture
-async def deps(tmp_path: Path, embedder: Embedder) -> AsyncIterator[UDADeps]:
-    async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
-        await client.ingest(ELEMENTS, RELATIONS)
-        yield UDADeps(client=client, clearance_scope=["internal"])
-
-
-async def test_agent_tools_discover_paths_and_operators(deps: UDADeps) -> None:
-    answer = await discover_filter_paths(deps, DiscoverPathsArgs(prefix="status"))
-    [status] = answer.paths
-    assert [(v.value, v.count) for v in status.values or []] == expected_values(
-        ["internal"], "status", ASSETS
-    )
-    relations = await discover_filter_paths(deps, DiscoverPathsArgs(prefix="~governedBy."))
-    assert "~governedBy.status" in {p.path for p in relations.paths}
-    empty = await discover_filter_paths(deps, DiscoverPathsArgs(prefix="zzz"))
-    assert empty.paths == []
-    assert empty.note
-    every = await get_valid_operators(deps, OperatorsArgs())
-    assert every.types == operators().types
-    assert every.path is None
-    one = await get_valid_operators(deps, OperatorsArgs(path="partOf.name"))
-    assert (one.path, one.path_type) == ("partOf.name", "string")
-    assert "$like" in (one.path_operators or [])
-    with pytest.raises(UnknownFilterFieldError, match="did you mean") as unknown:
-        await get_valid_operators(deps, OperatorsArgs(path="partOf.nme"))
-    assert unknown.value.field == "path"
-    # A client without discovery (anything with `run`) still gets the paths, without values.
-    bare = UDADeps(client=_RunOnly(), clearance_scope=["internal"])
-    listed = await discover_filter_paths(bare, DiscoverPathsArgs(prefix="status"))
-    assert listed.paths[0].values is None
-
-
-class _RunOnly:
-    async def run(self, request: Any) -> Any:  # pragma: no cover - never searched here
-        raise AssertionError("discovery must not search")
-
-
-async def test_mcp_offers_the_discovery_tools(deps: UDADeps) -> None:
-    from mcp import Client
-
-    from uda.agent import build_mcp_server
-
-    server = build_mcp_server(deps.client, clearance_scope=["public"])
-    async with Client(server) as session:
-        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-        assert {"discover_filter_paths", "get_valid_operators"} <= set(tools)
-        assert tools["discover_filter_paths"].annotations.read_only_hint is True
-        found = await session.call_tool("discover_filter_paths", {"prefix": "partOf.name"})
-        assert not found.is_error, found.content
-        [path] = found.structured_content["paths"]
-        assert path["values"] == [{"value": "payments", "count": 1}]  # the server's clearance
-        widened = await session.call_tool(
-            "discover_filter_paths", {"prefix": "status", "clearance_scope": ["restricted"]}
-        )
-        assert widened.is_error
-        ops = await session.call_tool("get_valid_operators", {"path": "~governedBy.status"})
-        assert not ops.is_error
-        assert "$like" not in ops.structured_content["path_operators"]
-        unknown = await session.call_tool("get_valid_operators", {"path": "nope"})
-        assert unknown.is_error

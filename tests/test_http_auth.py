@@ -11,13 +11,12 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
-from http_fixtures import INTERNAL_CORE, QUESTION, Keys, Service, corpus, serve
+from http_fixtures import INTERNAL_CORE, QUESTION, Keys, Service, corpus, serve, service
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,13 +28,9 @@ from uda.http.grants import decide
 from uda.query.clearance import Clearance
 
 GRANTED = {"doc:retries", "doc:ledger", "doc:core-plan", "repo:payments", "person:ada"}
+__all__ = ["service"]  # a fixture
+
 HIDDEN = {"adr:retry", "doc:costs", "doc:incident", "doc:other"}
-
-
-@pytest.fixture
-async def service(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Service]:
-    async with serve(tmp_path / "uda", embedder) as running:
-        yield running
 
 
 def _ids(data: dict[str, Any]) -> set[str]:
