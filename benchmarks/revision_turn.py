@@ -4,7 +4,8 @@
 synthetic corpus; `python revision_turn.py measure STORE CHUNKS QUERIES` searches it as the
 scale suite does (limit 10, depth 2 then 1, callers rotating through four clearances, the
 query embedding excluded) and prints one JSON line: per depth, the p50 of the wall time,
-of each planner phase and of hydrating the results.
+of each planner phase, of hydrating the results, and of the process's CPU time per search
+(all its threads: what the search cost, whatever else the machine was doing).
 
 It imports only what every revision since the scale suite has had (`benchmarks.synthetic`,
 `uda.Client`, `uda.config.embedded_profile`, `plan.timings_ms`), and the revision's own
@@ -64,6 +65,7 @@ def main(argv: list[str]) -> int:
             walls: list[float] = []
             phases: dict[str, list[float]] = {}
             for j in range(WARMUP + queries):
+                cpu_started = time.process_time()
                 started = time.perf_counter()
                 response = client.search(
                     corpus.queries[j],
@@ -74,9 +76,11 @@ def main(argv: list[str]) -> int:
                 returned = time.perf_counter()
                 _ = response.results  # hydrated: what a caller pays for
                 done = time.perf_counter()
+                cpu = time.process_time() - cpu_started
                 if j < WARMUP:
                     continue
                 walls.append((done - started) * 1000)
+                phases.setdefault("cpu", []).append(cpu * 1000)
                 phases.setdefault("hydrate", []).append((done - returned) * 1000)
                 plan = getattr(response, "plan", None) or response.explain().plan
                 for phase, value in plan.timings_ms.items():

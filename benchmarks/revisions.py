@@ -30,7 +30,7 @@ from benchmarks.datasets import PROJECT_ROOT
 
 TURN = Path(__file__).resolve().parent / "revision_turn.py"
 DEFAULT_OUT = PROJECT_ROOT / "benchmarks" / "results" / "revisions"
-SHOWN = ("wall", "phase1", "phase2", "phase3", "total", "hydrate")
+SHOWN = ("wall", "cpu", "phase1", "phase2", "phase3", "total", "hydrate")
 
 
 class RevisionError(RuntimeError):
@@ -96,6 +96,30 @@ def compare(before: Mapping[str, dict], after: Mapping[str, dict]) -> dict[str, 
     }
 
 
+def paired(
+    before: Sequence[Mapping[str, Mapping[str, float]]],
+    after: Sequence[Mapping[str, Mapping[str, float]]],
+) -> dict[str, dict]:
+    """Per depth and figure: the median over turns of after / before within the same turn.
+
+    Two turns of one round ran back to back, so their ratio cancels what the machine did
+    over minutes; the median of those ratios is the steadiest single figure of the run.
+    """
+    out: dict[str, dict] = {}
+    for depth in before[0]:
+        names = [n for n in before[0][depth] if n in after[0].get(depth, {})]
+        out[depth] = {
+            name: statistics.median(
+                a[depth][name] / b[depth][name]
+                for b, a in zip(before, after, strict=True)
+                if b[depth][name] > 0
+            )
+            for name in names
+            if any(b[depth][name] > 0 for b in before)
+        }
+    return out
+
+
 def markdown(report: Mapping) -> str:
     """The report as a table: p50 per revision (median of turns, with their range) and ratio."""
     b, a = report["before"]["commit"][:7], report["after"]["commit"][:7]
@@ -107,8 +131,8 @@ def markdown(report: Mapping) -> str:
         f"(alternating), query embedding excluded. p50 in ms: median of the turns "
         f"(lowest-highest).",
         "",
-        f"| depth | figure | {b} | {a} | after / before |",
-        "|---|---|---|---|---|",
+        f"| depth | figure | {b} | {a} | after / before | paired |",
+        "|---|---|---|---|---|---|",
     ]
     for depth, figures in report["before"]["summary"].items():
         for name in SHOWN:
@@ -119,8 +143,15 @@ def markdown(report: Mapping) -> str:
                 f = report[side]["summary"][depth][name]
                 cells.append(f"{f['median_ms']:.1f} ({f['min_ms']:.1f}-{f['max_ms']:.1f})")
             ratio = report["ratio"][depth][name]
-            lines.append(f"| {depth} | {name} | {cells[0]} | {cells[1]} | {ratio:.3f} |")
+            pair = report["paired"][depth].get(name)
+            pair_cell = "" if pair is None else f"{pair:.3f}"
+            lines.append(
+                f"| {depth} | {name} | {cells[0]} | {cells[1]} | {ratio:.3f} | {pair_cell} |"
+            )
     lines += [
+        "",
+        "after / before: of the medians. paired: the median over turns of after / before in "
+        "the same turn. cpu: the process's CPU time per search, all threads.",
         "",
         f"Machine: {report['machine']}; load average before the turns "
         f"{report['load_before']:.2f}, after {report['load_after']:.2f}. "
@@ -172,6 +203,7 @@ def run(
             for side in commits
         },
         "ratio": compare(summaries["before"], summaries["after"]),
+        "paired": paired(measured["before"], measured["after"]),
     }
 
 

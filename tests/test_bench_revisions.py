@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,16 @@ def test_the_ratio_is_after_over_before_for_the_figures_both_have() -> None:
     assert ratio["1"] == {"wall": pytest.approx(17.0 / 18.0)}
 
 
+def test_paired_ratios_are_taken_within_each_turn() -> None:
+    # The machine slowed down in the second turn: both revisions felt it alike.
+    before = [_turn(20.0, 8.0), _turn(40.0, 16.0)]
+    after = [_turn(22.0, 8.0), _turn(44.0, 16.0)]
+    ratios = revisions.paired(before, after)
+    assert ratios["2"]["wall"] == pytest.approx(1.1)
+    assert ratios["2"]["phase1"] == pytest.approx(1.0)
+    assert ratios["1"]["wall"] == pytest.approx(statistics.median([20 / 18, 42 / 38]))
+
+
 @pytest.mark.skipif(
     shutil.which("git") is None or not (PROJECT_ROOT / ".git").exists(),
     reason="needs the git CLI and a git checkout of the project",
@@ -56,8 +67,8 @@ def test_two_revisions_are_built_and_measured_in_turns_and_their_checkouts_remov
         for depth in ("1", "2"):
             figures = report[side]["summary"][depth]
             assert figures["wall"]["median_ms"] > 0
-            assert {"phase1", "phase3", "hydrate"} <= figures.keys()
-    assert set(report["ratio"]) == {"1", "2"}
+            assert {"phase1", "phase3", "hydrate", "cpu"} <= figures.keys()
+    assert set(report["ratio"]) == set(report["paired"]) == {"1", "2"}
     assert (
         (out / written.name.replace(".json", ".md"))
         .read_text()

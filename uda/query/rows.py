@@ -63,7 +63,20 @@ def _plain(value: Any) -> Any:
 Fields = tuple[dict[str, Any], dict[str, str], Element | None]
 """Typed properties, string extras, and the validated payload (None: type not registered)."""
 
-FrozenFields = tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, str], ...], Element | None]
+FrozenFields = tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, str], ...], Element | None, int]
+"""Fields as the cache keeps them, with the length of their longest string."""
+
+
+def _longest(properties: Mapping[str, Any], extras: Mapping[str, str]) -> int:
+    """The length of the longest string among a state's properties and extras.
+
+    A projection clips only strings longer than its limit, so a state whose longest string
+    is within it leaves every context node it appears as untouched: the check is one
+    comparison, not a walk over the fields for each occurrence.
+    """
+    lengths = [len(v) for v in properties.values() if isinstance(v, str)]
+    lengths += [len(v) for v in extras.values()]
+    return max(lengths, default=0)
 
 
 def _split_fields(state: StoredState) -> Fields:
@@ -104,10 +117,14 @@ class _FieldsCache:
         self._entries: OrderedDict[tuple[str, str], FrozenFields] = OrderedDict()
         self._lock = threading.Lock()  # responses are built on several threads (HTTP)
 
-    def fields(self, state: StoredState) -> Fields:
+    def fields(
+        self, state: StoredState
+    ) -> tuple[dict[str, Any], dict[str, str], Element | None, int]:
+        """A state's fields (copies: the caller may change them) and their longest string."""
         payload = state.payload
         if not isinstance(payload, LazyJSON):
-            return _split_fields(state)
+            properties, extras, element = _split_fields(state)
+            return properties, extras, element, _longest(properties, extras)
         key = (state.element_type, payload.text)
         with self._lock:
             frozen = self._entries.get(key)
@@ -115,12 +132,17 @@ class _FieldsCache:
                 self._entries.move_to_end(key)
         if frozen is None:
             properties, extras, element = _split_fields(state)
-            frozen = (tuple(properties.items()), tuple(extras.items()), element)
+            frozen = (
+                tuple(properties.items()),
+                tuple(extras.items()),
+                element,
+                _longest(properties, extras),
+            )
             with self._lock:
                 self._entries[key] = frozen
                 if len(self._entries) > self._size:
                     self._entries.popitem(last=False)
-        return dict(frozen[0]), dict(frozen[1]), frozen[2]
+        return dict(frozen[0]), dict(frozen[1]), frozen[2], frozen[3]
 
 
 _FIELDS = _FieldsCache(size=4096)
@@ -209,6 +231,7 @@ class _Seen:
     properties: dict[str, Any]
     extras: dict[str, str]
     element: Element | None
+    longest: int  # the longest string among properties and extras, in characters
 
 
 class Rows:
@@ -273,7 +296,7 @@ class Rows:
         for index, (hop, node) in enumerate(context):
             fields = self._fields(node)
             node_properties, node_extras = fields.properties, fields.extras
-            if projection is not None:
+            if projection is not None and fields.longest > projection.context_clip_chars:
                 node_properties, node_extras, clipped = projection.node(
                     node_properties, node_extras, index
                 )
