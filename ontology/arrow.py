@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ontology import elements
 
-SCHEMA_VERSION = "2"  # 2: `truncated` and `snippet_offset` (bounded answers, ADR 40)
+SCHEMA_VERSION = "3"  # 2: `truncated`, `snippet_offset` (ADR 40); 3: `entity_rank` (ADR 47)
 
 # The classes whose declared fields make up the `properties` struct. User subclasses do not
 # change the schema; their extra fields travel in `extras`.
@@ -127,6 +127,7 @@ def result_schema() -> pa.Schema:
             pa.field("semantic_rank", pa.int32()),
             pa.field("lexical_rank", pa.int32()),
             pa.field("centrality_rank", pa.int32()),
+            pa.field("entity_rank", pa.int32()),  # linked to a node the query names (ADR 47)
             pa.field("hlc", pa.int64(), nullable=False),
             pa.field("version", pa.int64(), nullable=False),
             pa.field("name", pa.string()),

@@ -78,6 +78,7 @@ EXPECTED_SCHEMA = pa.schema(
         pa.field("semantic_rank", pa.int32(), nullable=True),
         pa.field("lexical_rank", pa.int32(), nullable=True),
         pa.field("centrality_rank", pa.int32(), nullable=True),
+        pa.field("entity_rank", pa.int32(), nullable=True),
         pa.field("hlc", pa.int64(), nullable=False),
         pa.field("version", pa.int64(), nullable=False),
         pa.field("name", pa.string(), nullable=True),
@@ -95,7 +96,7 @@ EXPECTED_SCHEMA = pa.schema(
         pa.field("truncated", pa.map_(pa.string(), pa.int64()), nullable=True),
         pa.field("snippet_offset", pa.int64(), nullable=True),
     ],
-    metadata={"uda.schema_version": "2"},
+    metadata={"uda.schema_version": "3"},
 )
 
 BUILTIN_ELEMENT_TYPES = {
@@ -200,7 +201,7 @@ def _assert_schema(schema: pa.Schema) -> None:
 
 def test_result_schema_is_pinned() -> None:
     _assert_schema(ontology.result_schema())
-    assert ontology.result_schema().metadata == {b"uda.schema_version": b"2"}
+    assert ontology.result_schema().metadata == {b"uda.schema_version": b"3"}
     # Field order is part of the contract, as are the nested structs.
     assert ontology.result_schema().names == EXPECTED_SCHEMA.names
     assert ontology_arrow.properties_type().equals(EXPECTED_PROPERTIES)

@@ -219,9 +219,9 @@ def test_boost_is_above_every_fused_score_rrf_can_give() -> None:
     assert ceiling == pytest.approx(sum(DEFAULT_WEIGHTS.values()) / (RRF_K + 1))
     boost = exact_boost(fusion, DEFAULT_WEIGHTS, [])
     assert boost == pytest.approx(BOOST_FACTOR * ceiling)
-    # Every combination of ranks 1..5 on the three legs, with a leg missing or not.
+    # Every combination of ranks 1..5 on every leg, with a leg missing or not.
     options = [None, 1, 2, 3, 5]
-    for ranks in itertools.product(options, repeat=3):
+    for ranks in itertools.product(options, repeat=len(Leg)):
         legs = {leg: {"x": r} for leg, r in zip(Leg, ranks, strict=True) if r is not None}
         fused = sum(fusion.contributions(legs, DEFAULT_WEIGHTS).get("x", {}).values())
         assert fused < boost

@@ -34,7 +34,7 @@ RANKS = {
 # -- RRF ------------------------------------------------------------------------------------
 def test_defaults_match_design() -> None:
     assert RRF_K == 60
-    assert dict(DEFAULT_WEIGHTS) == W
+    assert dict(DEFAULT_WEIGHTS) == {**W, Leg.ENTITY: 1.0}
 
 
 def test_rrf_hand_computed_three_legs() -> None:
@@ -242,9 +242,7 @@ _ids = st.sampled_from(list("abcdefgh"))
 _leg_ranks = st.lists(_ids, unique=True, max_size=8).map(
     lambda keys: {key: position for position, key in enumerate(keys, start=1)}
 )
-_all_ranks = st.fixed_dictionaries(
-    {Leg.SEMANTIC: _leg_ranks, Leg.LEXICAL: _leg_ranks, Leg.CENTRALITY: _leg_ranks}
-)
+_all_ranks = st.fixed_dictionaries(dict.fromkeys(Leg, _leg_ranks))
 _weights = st.fixed_dictionaries({leg: st.floats(0.0, 5.0, allow_nan=False) for leg in Leg})
 
 

@@ -31,8 +31,12 @@ STATE_COLUMNS = (
     "filter_values",
 )
 """The `states` table: `StoredState`'s stored fields, of the same names, in row order."""
-CLEARANCE_COLUMNS = ("element_id", "version", "sensitivity_rank", "scope", "tombstone")
-"""What clearance reads of a state (`StateClearance`'s fields of the same names)."""
+CLEARANCE_COLUMNS = ("element_id", "version", "sensitivity_rank", "scope", "tombstone", "name")
+"""What clearance reads of a state (`StateClearance`'s fields of the same names).
+
+The name comes along (still from a covering index) so that a search can tell which graph
+nodes its query names (`uda.query.entities`) without reading their payloads.
+"""
 LATEST_COLUMNS = ("sensitivity_rank", "scope")
 """What a state query adds of the element's newest state (the `latest_*` fields)."""
 JSON_COLUMNS = frozenset(("payload", "filter_values"))
@@ -241,6 +245,7 @@ class StateClearance:
     tombstone: bool
     latest_sensitivity_rank: int
     latest_scope: str | None
+    name: str = ""  # the element's name in this state (what a query may name it by)
 
     @classmethod
     def of(cls, state: StoredState) -> StateClearance:
@@ -253,6 +258,7 @@ class StateClearance:
             tombstone=state.tombstone,
             latest_sensitivity_rank=state.latest_sensitivity_rank,
             latest_scope=state.latest_scope,
+            name=state.name,
         )
 
 
@@ -268,8 +274,9 @@ def clearance_from_row(row: Sequence[Any]) -> StateClearance:
         sensitivity_rank=row[2],
         scope=row[3],
         tombstone=bool(row[4]),
-        latest_sensitivity_rank=row[5],
-        latest_scope=row[6],
+        name=row[5],
+        latest_sensitivity_rank=row[6],
+        latest_scope=row[7],
     )
 
 

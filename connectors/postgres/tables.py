@@ -44,9 +44,11 @@ CREATE TABLE IF NOT EXISTS states (
     PRIMARY KEY (element_id, version)
 ){by_hash};
 -- Current-state lookups, covering what clearance reads: a search checks the clearance of
--- every node its expansion reached without reading those rows (index-only once vacuumed).
-CREATE INDEX IF NOT EXISTS states_clearance ON states (element_id)
-    INCLUDE (version, sensitivity_rank, scope, tombstone) WHERE valid_to = {OPEN};
+-- every node its expansion reached without reading those rows (index-only once vacuumed);
+-- with the name, which tells which nodes a query names (uda/query/entities.py).
+CREATE INDEX IF NOT EXISTS states_clearance_named ON states (element_id)
+    INCLUDE (version, sensitivity_rank, scope, tombstone, name) WHERE valid_to = {OPEN};
+DROP INDEX IF EXISTS states_clearance;
 DROP INDEX IF EXISTS states_current;
 -- Structured retrieval (connectors/postgres/selection.py): ordered by time or name, and
 -- relation paths that name their neighbour (`partOf.name = ...`). Every state, not only

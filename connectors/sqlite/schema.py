@@ -34,8 +34,10 @@ CREATE TABLE IF NOT EXISTS states (
 ) WITHOUT ROWID;
 -- Current and as-of lookups, covering what clearance reads: a search checks the clearance of
 -- every node its expansion reached without reading those rows (payloads make them wide).
-CREATE INDEX IF NOT EXISTS states_clearance
-    ON states (element_id, valid_to, hlc, sensitivity_rank, scope, tombstone);
+-- The name is covered too: it tells which nodes a query names (uda/query/entities.py).
+CREATE INDEX IF NOT EXISTS states_clearance_named
+    ON states (element_id, valid_to, hlc, sensitivity_rank, scope, tombstone, name);
+DROP INDEX IF EXISTS states_clearance;
 DROP INDEX IF EXISTS states_current;
 -- Aggregates (connectors/sqlite/aggregation.py): current live states by type and clearance,
 -- with their timestamp, so that "count by month" reads this index only. Partial on a condition
@@ -200,7 +202,7 @@ def state_rows_sql(columns: str, as_of: int | None) -> str:
 
     All rows come as one JSON array (`connectors.sqlite.json_rows`).
 
-    Ids come as JSON in `?1`. With `CLEARANCE_SELECT` it reads the `states_clearance` index
+    Ids come as JSON in `?1`. With `CLEARANCE_SELECT` it reads the `states_clearance_named` index
     only. A current state is the newest, so its clearance is the newest clearance; an older
     one takes it from the current row.
     """

@@ -44,6 +44,8 @@ class ResultExplanation:
             `identifier`), and the term that matched; None when it does not.
         boost: what the perfect match added to the fused score: above any fused score, so
             that perfect matches rank first (0 for the others).
+        entities: the names of the graph nodes the query names that the result is, or is
+            one edge from (`uda.query.entities`); what its `entity` leg stands for.
     """
 
     element_id: str
@@ -53,6 +55,7 @@ class ResultExplanation:
     legs: Mapping[Leg, LegExplanation]
     exact: ExactMatch | None = None
     boost: float = 0.0
+    entities: tuple[str, ...] = ()
 
     @property
     def fused(self) -> float:
@@ -91,6 +94,7 @@ class Explanation:
                     if r.exact is None
                     else {"kind": r.exact.kind.value, "term": r.exact.term},
                     "boost": r.boost,
+                    "entities": list(r.entities),
                     "legs": {
                         leg.value: {
                             "raw": e.raw,
@@ -120,6 +124,7 @@ class Explanation:
                     legs={Leg(leg): LegExplanation(**e) for leg, e in r["legs"].items()},
                     exact=_exact_from(r.get("exact")),
                     boost=float(r.get("boost", 0.0)),
+                    entities=tuple(r.get("entities", ())),
                 )
                 for r in data["results"]
             ],
@@ -136,8 +141,8 @@ class Explanation:
         for position, r in enumerate(self.results, start=1):
             cells: list[str] = []
             for leg in Leg:
-                e = r.legs[leg]
-                if e.rank is None:
+                e = r.legs.get(leg)  # an explanation from an older server lacks newer legs
+                if e is None or e.rank is None:
                     cells.append(f"{'-':<24}")
                 else:
                     raw = "" if e.raw is None else f"{e.raw:.3f}->"
@@ -148,6 +153,7 @@ class Explanation:
                 f"{position:>2} {r.score:8.5f} {r.decay:5.3f} {exact:<10}  "
                 + "  ".join(cells)
                 + f"  {r.name} ({r.element_id})"
+                + (f"  linked to {', '.join(r.entities)}" if r.entities else "")
             )
         return "\n".join(lines)
 

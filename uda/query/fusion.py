@@ -31,6 +31,9 @@ class Leg(StrEnum):
     SEMANTIC = "semantic"
     LEXICAL = "lexical"
     CENTRALITY = "centrality"
+    # The candidates that are, or are one edge from, a graph node the query names
+    # (`uda.query.entities`), in the order of the other legs' fusion (ADR 47).
+    ENTITY = "entity"
 
 
 DEFAULT_WEIGHTS: Mapping[Leg, float] = {
@@ -38,6 +41,9 @@ DEFAULT_WEIGHTS: Mapping[Leg, float] = {
     Leg.LEXICAL: 1.0,
     # Degree says how connected a node is, not whether it answers: start low (docs/design.md).
     Leg.CENTRALITY: 0.2,
+    # A node the query names is as strong a clue as a retrieval leg; the context mode uses
+    # it, the associative mode sets it to 0 (uda.query.auto.choice).
+    Leg.ENTITY: 1.0,
 }
 
 

@@ -306,7 +306,7 @@ class Planner:
         the expansion reached); every leg is decayed and ranked over them and the ranks are
         fused; the best get their context nodes, read whole and checked again.
         """
-        states, visible = await self._visible_states(plan, guard, candidate_ids, graph_nodes)
+        states, visible, names = await self._visible_states(plan, guard, candidate_ids, graph_nodes)
         seeds = [eid for eid in candidate_ids if eid in visible]
         seen_edges, adj = reachable_subgraph(
             edges, visible, seeds, plan.expand_depth, plan.backward_hops
@@ -328,7 +328,15 @@ class Planner:
                 await self._reads.graph_semantic(plan, guard, query_vector, reached, states)
             )
         evidence = rank(
-            plan, self._fusion, candidates, states, semantic_raw, lexical_raw, seen_edges, adj
+            plan,
+            self._fusion,
+            candidates,
+            states,
+            semantic_raw,
+            lexical_raw,
+            seen_edges,
+            adj,
+            names,
         )
         # A later page is a slice of the same ranking: same pool, same stamp, same clock.
         end = offset + plan.request.limit
@@ -342,8 +350,11 @@ class Planner:
 
     async def _visible_states(
         self, plan: Plan, guard: Guard, candidate_ids: Sequence[str], graph_nodes: set[str]
-    ) -> tuple[dict[str, StoredState], set[str]]:
-        """Whole states of what can be ranked, and every id `plan.clearance` may see."""
+    ) -> tuple[dict[str, StoredState], set[str], dict[str, str]]:
+        """Whole states of what can be ranked, every id `plan.clearance` may see, their names.
+
+        The names are the visible nodes' only: a hidden node is never named by a query.
+        """
         # Whole states for what can be ranked; clearance only for nodes that can only be
         # context: most of those are never shown, and their payloads made most of the read.
         whole: set[str] = set(candidate_ids)
@@ -352,11 +363,15 @@ class Planner:
         states, clearances = await self._reads.states(
             plan, guard, sorted(whole), sorted(graph_nodes - whole)
         )
-        visible = {eid for eid, state in states.items() if state_visible(plan.clearance, state)}
-        visible |= {
-            eid for eid, clearance in clearances.items() if state_visible(plan.clearance, clearance)
+        names = {
+            eid: state.name for eid, state in states.items() if state_visible(plan.clearance, state)
         }
-        return states, visible
+        names.update(
+            (eid, clearance.name)
+            for eid, clearance in clearances.items()
+            if state_visible(plan.clearance, clearance)
+        )
+        return states, set(names), names
 
     async def _context(
         self,

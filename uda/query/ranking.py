@@ -3,18 +3,21 @@
 Pure functions over what phase 3 has read (no I/O): every leg's raw scores are decayed
 before they are ranked (ADR 4), the centrality leg is degree or PageRank over the visible
 subgraph, and the fusion (`uda.query.fusion.Fusion`, RRF by default) turns ranks into
-scores. Perfect matches (`uda.query.exact`: the name equals the query, or a quoted phrase or
-an identifier of the query occurs verbatim) then get a boost above any fused score, so they
-rank first. `Evidence` keeps every leg's figures, and the match, for `explain()`.
+scores. The candidates linked to a graph node the query names (`uda.query.entities`) then
+rank as one more leg, in the order of that fusion (ADR 47). Perfect matches
+(`uda.query.exact`: the name equals the query, or a quoted phrase or an identifier of the
+query occurs verbatim) then get a boost above any fused score, so they rank first.
+`Evidence` keeps every leg's figures, and the match, for `explain()`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from connectors.contract.records import GraphEdge
 from connectors.contract.system_of_record import StoredState
+from uda.query.entities import linked_candidates
 from uda.query.exact import ExactMatch, ExactQuery, exact_boost
 from uda.query.fusion import (
     SECONDS_PER_DAY,
@@ -54,6 +57,8 @@ class Evidence:
     scores: Mapping[str, float]  # fused, plus the boost of a perfect match
     matches: Mapping[str, ExactMatch]  # the perfect matches
     boost: float  # what a perfect match adds to its fused score
+    # Per candidate linked to a graph node the query names: those nodes' names.
+    entities: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
 
     def best(self, candidates: Sequence[str], limit: int) -> list[str]:
         """The `limit` best candidates, by score, then element id (deterministic).
@@ -85,6 +90,7 @@ class Evidence:
             context=context,
             exact=self.matches.get(eid),
             boost=self.boost if eid in self.matches else 0.0,
+            entities=self.entities.get(eid, ()),
         )
 
 
@@ -97,11 +103,13 @@ def rank(
     lexical_raw: Mapping[str, tuple[float, str]],
     seen_edges: Sequence[GraphEdge],
     adj: Adjacency,
+    names: Mapping[str, str] | None = None,
 ) -> Evidence:
     """Decay each leg's raw scores, rank every leg, fuse the ranks, boost perfect matches.
 
     Perfect matches are looked for among `candidates` only, which phase 3 has already
-    cleared: a match never brings in anything the caller may not see.
+    cleared: a match never brings in anything the caller may not see. `names` are the
+    visible nodes' names, for the query-entity leg (none: the leg ranks nothing).
     """
     decay = {eid: _decay(plan, states[eid]) for eid in candidates}
     semantic = _decayed(semantic_raw, decay, candidates)
@@ -115,6 +123,13 @@ def rank(
     }
     contributions = _contributions(plan, fusion, ranks, semantic, lexical)
     fused = {eid: sum(contributions.get(eid, {}).values()) for eid in candidates}
+    entities = _query_entities(plan, candidates, adj, names)
+    if entities:
+        ranks[Leg.ENTITY] = ranks_by_score({eid: fused[eid] for eid in entities})
+        linked = fusion.contributions({Leg.ENTITY: ranks[Leg.ENTITY]}, plan.weights)
+        for eid, part in linked.items():
+            contributions.setdefault(eid, {}).update(part)
+            fused[eid] += sum(part.values())
     matches = _perfect_matches(plan, candidates, states, semantic_raw, lexical_raw)
     boost = exact_boost(fusion, plan.weights, fused.values()) if matches else 0.0
     return Evidence(
@@ -129,7 +144,20 @@ def rank(
         scores={eid: fused[eid] + boost if eid in matches else fused[eid] for eid in candidates},
         matches=matches,
         boost=boost,
+        entities=entities,
     )
+
+
+def _query_entities(
+    plan: Plan,
+    candidates: Sequence[str],
+    adj: Adjacency,
+    names: Mapping[str, str] | None,
+) -> dict[str, tuple[str, ...]]:
+    """The candidates linked to a node the query names, if the entity leg weighs anything."""
+    if not names or not plan.request.query or plan.weights.get(Leg.ENTITY, 0.0) <= 0.0:
+        return {}
+    return linked_candidates(plan.request.query, candidates, adj, names)
 
 
 def _contributions(

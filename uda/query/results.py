@@ -279,7 +279,6 @@ class SearchResponse(ResultViews):
             raws = {
                 Leg.SEMANTIC: r.semantic_raw,
                 Leg.LEXICAL: r.lexical_raw,
-                Leg.CENTRALITY: r.centrality,
             }
             scored = {
                 Leg.SEMANTIC: r.semantic_score,
@@ -294,10 +293,11 @@ class SearchResponse(ResultViews):
                     decay=r.decay,
                     exact=r.exact,
                     boost=r.boost,
+                    entities=r.entities,
                     legs={
                         leg: LegExplanation(
-                            raw=raws[leg] if leg is not Leg.CENTRALITY else None,
-                            score=scored[leg],
+                            raw=raws.get(leg),
+                            score=scored.get(leg),
                             rank=r.ranks.get(leg),
                             weight=self.plan.weights.get(leg, 0.0),
                             contribution=r.contributions.get(leg, 0.0),

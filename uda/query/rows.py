@@ -54,6 +54,7 @@ class RankedResult:
     context: Context = field(default_factory=list[tuple[ContextHop, StoredState]])
     exact: ExactMatch | None = None  # how it matches the query perfectly (uda.query.exact)
     boost: float = 0.0  # what that added to its fused score
+    entities: tuple[str, ...] = ()  # names of the graph nodes the query names it is linked to
 
 
 def _plain(value: Any) -> Any:
@@ -207,6 +208,7 @@ def _ranking(result: RankedResult) -> dict[str, Any]:
         "semantic_rank": result.ranks.get(Leg.SEMANTIC),
         "lexical_rank": result.ranks.get(Leg.LEXICAL),
         "centrality_rank": result.ranks.get(Leg.CENTRALITY),
+        "entity_rank": result.ranks.get(Leg.ENTITY),
         "snippet": result.snippet,
     }
 
@@ -221,6 +223,7 @@ _UNRANKED: Mapping[str, Any] = {
     "semantic_rank": None,
     "lexical_rank": None,
     "centrality_rank": None,
+    "entity_rank": None,
     "snippet": "",
 }
 

@@ -5,7 +5,9 @@ Two ways of using a graph, measured on the benchmark sets (benchmarks/README.md,
 - `context`: the graph is context. Expand one hop, either way first and then along the
   edges (a document reaches its repository, its decision, that decision's author), and add
   a light degree-centrality leg. The semantic and lexical legs meet by their scores
-  (`uda.query.fusion.joint_relevance_ranks`, ADR 37). Right for a documentation estate,
+  (`uda.query.fusion.joint_relevance_ranks`, ADR 37), and the candidates linked to a graph
+  node the query names rank as a leg of their own (`uda.query.entities`, ADR 47). Right
+  for a documentation estate,
   where assets meet through hubs (a repository with hundreds of documents, a team): a walk
   through a hub reaches everything and tells nothing.
 - `associative`: the graph says which assets belong together (passages that mention the
@@ -61,6 +63,7 @@ class ModeSettings:
     graph_candidates: bool
     centrality_weight: float | None  # None: the profile's weight
     relevance: RelevanceFusion  # how the semantic and lexical legs meet
+    entity_weight: float | None = None  # the query-entity leg's (ADR 47); None: the profile's
 
 
 _SETTINGS: Mapping[AutoMode, ModeSettings] = {
@@ -79,6 +82,9 @@ _SETTINGS: Mapping[AutoMode, ModeSettings] = {
         graph_candidates=True,
         centrality_weight=ASSOCIATIVE_CENTRALITY_WEIGHT,
         relevance="ranks",
+        # Not measured on the multi-hop sets yet, where personalized PageRank already starts
+        # from the legs' best matches (ADR 43): off until a run shows it earns its place.
+        entity_weight=0.0,
     ),
 }
 
@@ -177,8 +183,12 @@ def choice_from_dict(data: Mapping[str, Any] | None) -> AutoChoice:
 
 def leg_weight_overrides(choice: AutoChoice) -> Mapping[Leg, float]:
     """The weights the mode sets (applied below the profile's and the request's own)."""
-    weight = choice.centrality_weight
-    return {} if weight is None else {Leg.CENTRALITY: weight}
+    weights: dict[Leg, float] = {}
+    if choice.centrality_weight is not None:
+        weights[Leg.CENTRALITY] = choice.centrality_weight
+    if choice.settings.entity_weight is not None:
+        weights[Leg.ENTITY] = choice.settings.entity_weight
+    return weights
 
 
 __all__ = [

@@ -1,0 +1,113 @@
+"""Query entities: the graph nodes a query names, and the candidates linked to them.
+
+A query that names a node of the graph ("sig-apps enhancement proposals", "proposals by
+thockin", "Which KEP replaced Decouple PodGroup API?") says which part of the graph it is
+about. The context mode turns that into a ranked leg of its own (`Leg.ENTITY`, ADR 47): the
+candidates that are such a node, or are one edge away from one, ranked among themselves in
+the order the other legs' fusion gives them.
+
+A node is *named* by the query when its name's words occur in the query's words, in order
+and next to each other. Words are whitespace-separated, case-folded (`str.casefold`), with
+leading and trailing characters that are neither letters nor digits dropped, so `sig-apps`,
+`sig-apps?` and `SIG-Apps` are one word and `apps` is another. A name needs a letter and at
+least `MIN_NAME_CHARS` characters, and two words or one word that is more than letters
+(`sig-apps`, `kube-proxy`, `k8s`): as in `uda.query.exact`, a word of ordinary language never
+qualifies alone, so a document titled "Overview" or "Rollouts" is not named by every query
+that uses the word, and neither is a person's one-word handle (name them with more).
+
+Only nodes the caller may see take part: phase 3 hands in the names of visible nodes and the
+adjacency of visible edges, so a hidden node never lifts a candidate, and nothing about it
+can be read from a ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from uda.query.graph_context import Adjacency
+
+MIN_NAME_CHARS = 3
+
+
+def words(text: str) -> tuple[str, ...]:
+    """The text's words: split on whitespace, case-folded, trimmed of outer punctuation."""
+    out: list[str] = []
+    for raw in text.casefold().split():
+        start, end = 0, len(raw)
+        while start < end and not raw[start].isalnum():
+            start += 1
+        while end > start and not raw[end - 1].isalnum():
+            end -= 1
+        if start < end:
+            out.append(raw[start:end])
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class QueryWords:
+    """A query's words, with where each word occurs (for the contiguous-match test)."""
+
+    sequence: tuple[str, ...]
+    positions: Mapping[str, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, query: str) -> QueryWords:
+        """The words of `query`."""
+        sequence = words(query)
+        positions: dict[str, list[int]] = {}
+        for at, word in enumerate(sequence):
+            positions.setdefault(word, []).append(at)
+        return cls(sequence, {w: tuple(p) for w, p in positions.items()})
+
+    def names(self, name: str) -> bool:
+        """True when `name`'s words occur in the query's, in order and next to each other."""
+        if len(name) < MIN_NAME_CHARS or not any(c.isalpha() for c in name):
+            return False
+        wanted = words(name)
+        if not wanted or len(wanted) > len(self.sequence):
+            return False
+        if len(wanted) == 1 and wanted[0].isalpha():
+            return False  # one ordinary word: too common to stand for a node
+        count = len(wanted)
+        return any(
+            self.sequence[at : at + count] == wanted for at in self.positions.get(wanted[0], ())
+        )
+
+
+def linked_candidates(
+    query: str,
+    candidates: Iterable[str],
+    adj: Adjacency,
+    names: Mapping[str, str],
+) -> dict[str, tuple[str, ...]]:
+    """Per candidate linked to a node the query names: those nodes' names (sorted).
+
+    A candidate is linked when it is a named node of the graph (it has an edge in `adj`) or
+    an edge of `adj` joins it to one. `names` holds the visible nodes' names; a node without
+    a name there names nothing.
+    """
+    asked = QueryWords.of(query)
+    if not asked.sequence:
+        return {}
+    named: dict[str, bool] = {}
+
+    def is_named(node: str) -> bool:
+        found = named.get(node)
+        if found is None:
+            found = named[node] = asked.names(names.get(node, ""))
+        return found
+
+    out: dict[str, tuple[str, ...]] = {}
+    for candidate in candidates:
+        edges = adj.get(candidate)
+        if not edges:
+            continue  # not in the graph: no entity, and nothing links it to one
+        hits = {names[candidate]} if is_named(candidate) else set[str]()
+        hits.update(names[node] for node, _, _ in edges if is_named(node))
+        if hits:
+            out[candidate] = tuple(sorted(hits))
+    return out
+
+
+__all__ = ["MIN_NAME_CHARS", "QueryWords", "linked_candidates", "words"]
