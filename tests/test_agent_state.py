@@ -61,7 +61,7 @@ async def test_state_lets_an_agent_build_a_query_in_steps(deps: UDADeps) -> None
     assert detail["query_id"] == "q4"
     assert detail["element_id"] == narrowed["hits"][0]["element_id"]
     assert detail["properties"]["status"] in {"accepted", "superseded"}
-    assert set(detail["legs"]) == {"semantic", "lexical", "centrality"}
+    assert set(detail["legs"]) == {"semantic", "lexical", "centrality", "entity"}
     adr = answer_of(script.seen[6])
     assert adr["found"] is True
     assert {(c["relation"], c["element_id"]) for c in adr["context"]} >= {

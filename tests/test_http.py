@@ -135,7 +135,7 @@ async def test_explain_endpoint(service: Service) -> None:
     assert data["clearance"]["effective"] == ["public"]
     assert data["plan"]["request"]["query"] == QUESTION
     assert [r["element_id"] for r in data["results"]] == ["doc:retries"]
-    assert set(data["results"][0]["legs"]) == {"semantic", "lexical", "centrality"}
+    assert set(data["results"][0]["legs"]) == {"semantic", "lexical", "centrality", "entity"}
     assert "phase 1 dense" in data["text"]
     assert "adr:retry" not in response.text  # the restricted decision, not even in the plan
 
