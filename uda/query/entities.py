@@ -22,26 +22,27 @@ can be read from a ranking.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from uda.query.graph_context import Adjacency
 
 MIN_NAME_CHARS = 3
 
 
+# What a word is trimmed of at either end: anything but a letter or a digit.
+_OUTER = re.compile(r"^[\W_]+|[\W_]+$")
+
+
+def _trimmed(raw: str) -> str:
+    return _OUTER.sub("", raw)
+
+
 def words(text: str) -> tuple[str, ...]:
     """The text's words: split on whitespace, case-folded, trimmed of outer punctuation."""
-    out: list[str] = []
-    for raw in text.casefold().split():
-        start, end = 0, len(raw)
-        while start < end and not raw[start].isalnum():
-            start += 1
-        while end > start and not raw[end - 1].isalnum():
-            end -= 1
-        if start < end:
-            out.append(raw[start:end])
-    return tuple(out)
+    return tuple(word for word in map(_trimmed, text.casefold().split()) if word)
 
 
 @dataclass(frozen=True)
@@ -62,17 +63,28 @@ class QueryWords:
 
     def names(self, name: str) -> bool:
         """True when `name`'s words occur in the query's, in order and next to each other."""
-        if len(name) < MIN_NAME_CHARS or not any(c.isalpha() for c in name):
-            return False
-        wanted = words(name)
+        wanted = name_words(name)
         if not wanted or len(wanted) > len(self.sequence):
             return False
-        if len(wanted) == 1 and wanted[0].isalpha():
-            return False  # one ordinary word: too common to stand for a node
         count = len(wanted)
         return any(
             self.sequence[at : at + count] == wanted for at in self.positions.get(wanted[0], ())
         )
+
+
+@lru_cache(maxsize=1 << 16)
+def name_words(name: str) -> tuple[str, ...]:
+    """The words a query must hold to name a node of this name (none: it cannot be named).
+
+    Cached: a search tests the name of every node its expansion reached, hundreds of them,
+    and the same nodes (a repository, a team) come back search after search.
+    """
+    if len(name) < MIN_NAME_CHARS or not any(c.isalpha() for c in name):
+        return ()
+    wanted = words(name)
+    if len(wanted) == 1 and wanted[0].isalpha():
+        return ()  # one ordinary word: too common to stand for a node
+    return wanted
 
 
 def linked_candidates(
@@ -110,4 +122,4 @@ def linked_candidates(
     return out
 
 
-__all__ = ["MIN_NAME_CHARS", "QueryWords", "linked_candidates", "words"]
+__all__ = ["MIN_NAME_CHARS", "QueryWords", "linked_candidates", "name_words", "words"]
