@@ -34,10 +34,11 @@ MIN_NAME_CHARS = 3
 
 # What a word is trimmed of at either end: anything but a letter or a digit.
 _OUTER = re.compile(r"^[\W_]+|[\W_]+$")
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 def _trimmed(raw: str) -> str:
-    return _OUTER.sub("", raw)
+    return raw if raw.isalnum() else _OUTER.sub("", raw)  # most words need no trimming
 
 
 def words(text: str) -> tuple[str, ...]:
@@ -64,12 +65,11 @@ class QueryWords:
     def names(self, name: str) -> bool:
         """True when `name`'s words occur in the query's, in order and next to each other."""
         wanted = name_words(name)
-        if not wanted or len(wanted) > len(self.sequence):
+        starts = self.positions.get(wanted[0]) if wanted else None
+        if not starts:
             return False
         count = len(wanted)
-        return any(
-            self.sequence[at : at + count] == wanted for at in self.positions.get(wanted[0], ())
-        )
+        return count == 1 or any(self.sequence[at : at + count] == wanted for at in starts)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -79,7 +79,7 @@ def name_words(name: str) -> tuple[str, ...]:
     Cached: a search tests the name of every node its expansion reached, hundreds of them,
     and the same nodes (a repository, a team) come back search after search.
     """
-    if len(name) < MIN_NAME_CHARS or not any(c.isalpha() for c in name):
+    if len(name) < MIN_NAME_CHARS or _LETTER.search(name) is None:
         return ()
     wanted = words(name)
     if len(wanted) == 1 and wanted[0].isalpha():
@@ -102,21 +102,20 @@ def linked_candidates(
     asked = QueryWords.of(query)
     if not asked.sequence:
         return {}
-    named: dict[str, bool] = {}
-
-    def is_named(node: str) -> bool:
-        found = named.get(node)
-        if found is None:
-            found = named[node] = asked.names(names.get(node, ""))
-        return found
-
+    # Which nodes are named, once per node: most are not, and most names are cached.
+    ends = {candidate: adj.get(candidate, ()) for candidate in candidates}
+    nodes = {node for edges in ends.values() if edges for node, _, _ in edges}
+    nodes.update(candidate for candidate, edges in ends.items() if edges)
+    named = {node for node in nodes if asked.names(names.get(node, ""))}
+    if not named:
+        return {}
     out: dict[str, tuple[str, ...]] = {}
-    for candidate in candidates:
-        edges = adj.get(candidate)
+    for candidate, edges in ends.items():
         if not edges:
             continue  # not in the graph: no entity, and nothing links it to one
-        hits = {names[candidate]} if is_named(candidate) else set[str]()
-        hits.update(names[node] for node, _, _ in edges if is_named(node))
+        hits = {names[node] for node, _, _ in edges if node in named}
+        if candidate in named:
+            hits.add(names[candidate])
         if hits:
             out[candidate] = tuple(sorted(hits))
     return out
