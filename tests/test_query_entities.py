@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import uda
 from ontology import Decision, Relation, SystemComponent
 from uda.query.auto.choice import AutoMode, leg_weight_overrides, profile_choice
-from uda.query.entities import QueryWords, linked_candidates, words
+from uda.query.entities import QueryWords, linked_candidates, may_name_any, words
 from uda.query.fusion import Leg
 
 EVERYONE = ["restricted", "project:*"]
@@ -77,6 +79,32 @@ def test_linked_candidates_need_the_graph_and_a_visible_name() -> None:
     )
     assert linked == {"doc:1": ("sig-apps",), "sig:apps": ("sig-apps",)}
     assert linked_candidates("", ["doc:1"], adj, names) == {}
+
+
+# Names and queries from a few words, spaces, line breaks and punctuation, so that first
+# words, trimming, empty and one-word names and breaks inside a name all come up often.
+_PIECES = st.sampled_from(
+    ["sig-apps", "SIG", "apps", "k8s", "Kube", "ß", "ss", "é", "2021", "_x_", "(", ")", "-"]
+)
+_GAPS = st.sampled_from([" ", "  ", "\n", "\t", "", "?", "-", "_"])
+_TEXT = st.lists(st.tuples(_PIECES, _GAPS), max_size=5).map(
+    lambda parts: "".join(piece + gap for piece, gap in parts)
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(query=_TEXT, names=st.lists(_TEXT, max_size=6))
+def test_the_quick_scan_never_hides_a_named_node(query: str, names: list[str]) -> None:
+    """`may_name_any` may say yes wrongly, never no: it only spares the test per node."""
+    asked = QueryWords.of(query)
+    if any(asked.names(name) for name in names):
+        assert may_name_any(asked, names)
+
+
+def test_the_quick_scan_says_no_when_no_first_word_is_asked() -> None:
+    asked = QueryWords.of("apps rollout proposals")
+    assert not may_name_any(asked, ["sig-apps", "SIG apps", "Rollouts too"])
+    assert may_name_any(asked, ["(Apps) team", "sig-node"])
 
 
 # -- end to end -----------------------------------------------------------------------------

@@ -87,6 +87,25 @@ def name_words(name: str) -> tuple[str, ...]:
     return wanted
 
 
+def may_name_any(asked: QueryWords, names: Iterable[str]) -> bool:
+    """False when no name's first word is a query word, so that the query names no node.
+
+    Most queries name nothing. This tells so from one regular-expression scan of all the
+    names, at C speed, rather than a test per node: each node's test touches its id, its
+    name and the cache, about 1 µs per node, most of a millisecond a search at depth 2.
+    A True may be wrong (a line break inside a name, a name too short to count); the test
+    per node decides then.
+    """
+    text = "\n" + "\n".join(names).casefold()
+    return not asked.positions.keys().isdisjoint(_FIRST_WORDS.findall(text))
+
+
+# Each name's first word, as `words` trims it: after the line break, any non-word characters
+# (and words trimmed to nothing), then from the first letter or digit to the last one before
+# a space. The literal line break first lets the engine jump from name to name.
+_FIRST_WORDS = re.compile(r"\n[\W_]*([^\W_](?:\S*[^\W_])?)")
+
+
 def linked_candidates(
     query: str,
     candidates: Iterable[str],
@@ -100,7 +119,7 @@ def linked_candidates(
     a name there names nothing.
     """
     asked = QueryWords.of(query)
-    if not asked.sequence:
+    if not asked.sequence or not may_name_any(asked, names.values()):
         return {}
     # Which nodes are named, once per node: most are not, and most names are cached.
     ends = {candidate: adj.get(candidate, ()) for candidate in candidates}
@@ -121,4 +140,11 @@ def linked_candidates(
     return out
 
 
-__all__ = ["MIN_NAME_CHARS", "QueryWords", "linked_candidates", "name_words", "words"]
+__all__ = [
+    "MIN_NAME_CHARS",
+    "QueryWords",
+    "linked_candidates",
+    "may_name_any",
+    "name_words",
+    "words",
+]
