@@ -6,6 +6,8 @@ scale suite does (limit 10, depth 2 then 1, callers rotating through four cleara
 query embedding excluded) and prints one JSON line: per depth, the p50 of the wall time,
 of each planner phase, of hydrating the results, and of the process's CPU time per search
 (all its threads: what the search cost, whatever else the machine was doing).
+`python revision_turn.py serve STORE CHUNKS QUERIES` makes the same searches one at a time,
+as stdin asks (`J DEPTH` per line), and prints each one's figures as a JSON line.
 
 It imports only what every revision since the scale suite has had (`benchmarks.synthetic`,
 `uda.Client`, `uda.config.embedded_profile`, `plan.timings_ms`), and the revision's own
@@ -59,36 +61,55 @@ def main(argv: list[str]) -> int:
                 client.ingest(batch.elements, batch.relations)
         print(json.dumps({"build_s": time.perf_counter() - started}))
         return 0
-    out: dict[str, dict[str, float]] = {}
     with uda.Client(profile, embedder=embedder) as client:
+
+        def search(j: int, depth: int) -> dict[str, float]:
+            return _search_once(client, corpus.queries[j], CALLERS[j % len(CALLERS)], depth)
+
+        if action == "serve":
+            return _serve(search)
+        out: dict[str, dict[str, float]] = {}
         for depth in DEPTHS:
-            walls: list[float] = []
-            phases: dict[str, list[float]] = {}
+            figures: dict[str, list[float]] = {}
             for j in range(WARMUP + queries):
-                cpu_started = time.process_time()
-                started = time.perf_counter()
-                response = client.search(
-                    corpus.queries[j],
-                    limit=LIMIT,
-                    clearance_scope=CALLERS[j % len(CALLERS)],
-                    expand_depth=depth,
-                )
-                returned = time.perf_counter()
-                _ = response.results  # hydrated: what a caller pays for
-                done = time.perf_counter()
-                cpu = time.process_time() - cpu_started
-                if j < WARMUP:
-                    continue
-                walls.append((done - started) * 1000)
-                phases.setdefault("cpu", []).append(cpu * 1000)
-                phases.setdefault("hydrate", []).append((done - returned) * 1000)
-                plan = getattr(response, "plan", None) or response.explain().plan
-                for phase, value in plan.timings_ms.items():
-                    phases.setdefault(phase, []).append(value)
-            row = {"wall": statistics.median(walls)}
-            row.update({phase: statistics.median(values) for phase, values in phases.items()})
-            out[str(depth)] = row
+                measured = search(j, depth)
+                if j >= WARMUP:
+                    for name, value in measured.items():
+                        figures.setdefault(name, []).append(value)
+            out[str(depth)] = {name: statistics.median(v) for name, v in figures.items()}
     print(json.dumps(out))
+    return 0
+
+
+def _search_once(client, query: str, caller: list[str], depth: int) -> dict[str, float]:
+    """One search, hydrated: its wall and CPU time, hydration and each planner phase, in ms."""
+    cpu_started = time.process_time()
+    started = time.perf_counter()
+    response = client.search(query, limit=LIMIT, clearance_scope=caller, expand_depth=depth)
+    returned = time.perf_counter()
+    _ = response.results  # hydrated: what a caller pays for
+    done = time.perf_counter()
+    cpu = time.process_time() - cpu_started
+    figures = {
+        "wall": (done - started) * 1000,
+        "cpu": cpu * 1000,
+        "hydrate": (done - returned) * 1000,
+    }
+    plan = getattr(response, "plan", None) or response.explain().plan
+    figures.update(plan.timings_ms)
+    return figures
+
+
+def _serve(search) -> int:
+    """Answer `J DEPTH` lines on stdin with one search's figures as a JSON line each.
+
+    The comparison then searches two revisions' processes by turns of one search, so that
+    both meet the machine as it is at that moment (`benchmarks.revisions`).
+    """
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        j, depth = (int(part) for part in line.split())
+        print(json.dumps(search(j, depth)), flush=True)
     return 0
 
 

@@ -4,10 +4,12 @@ The "no loss" checks (issue 20: search p50 at 100k chunks not more than 10 % slo
 two revisions. Two scale runs an hour apart do not settle that on a shared machine, whose
 speed drifts by more than most changes cost (ADR 46). So this measures in turns: each
 revision is checked out into a worktree of its own and fills its own store with the
-synthetic corpus using its own code; then the two are searched alternately (before, after,
-before, after, ...), each turn a fresh process, so whatever the machine does in the meantime
-falls on both alike. The figure per
-revision is the median of its turns' p50s; the spread of the turns is reported beside it.
+synthetic corpus using its own code. In each turn both revisions' processes are started
+fresh and open at once, and take each query in turn (before, after, then after, before for
+the next query ...), so that the two searches of a query meet the machine within
+milliseconds of each other (ADR 48). The figure per revision is the median of its turns'
+p50s, with their spread; between them, the median of the per-query ratios. `--by-turn`
+measures as the first design did: one process per revision and turn, alternating.
 
 Writes `<before>..<after>.json` and `.md` under --out and prints the table.
 """
@@ -15,6 +17,7 @@ Writes `<before>..<after>.json` and `.md` under --out and prints the table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -27,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.revision_turn import DEPTHS as TURN_DEPTHS
+from benchmarks.revision_turn import WARMUP as TURN_WARMUP
 
 TURN = Path(__file__).resolve().parent / "revision_turn.py"
 DEFAULT_OUT = PROJECT_ROOT / "benchmarks" / "results" / "revisions"
@@ -66,6 +71,96 @@ def _turn(checkout: Path, action: str, store: Path, chunks: int, queries: int) -
         tail = "\n".join(done.stderr.strip().splitlines()[-5:])
         raise RevisionError(f"{action} at {checkout.name} failed:\n{tail}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class _Searcher:
+    """A revision's `revision_turn.py serve` process: one search per request, its figures."""
+
+    def __init__(self, checkout: Path, store: Path, chunks: int, queries: int) -> None:
+        self._name = checkout.name
+        self._errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
+        self._process = subprocess.Popen(  # noqa: S603 - this interpreter and the project's script
+            [sys.executable, str(TURN), "serve", str(store), str(chunks), str(queries)],
+            cwd=checkout,
+            env={**os.environ, "PYTHONPATH": str(checkout)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errors,
+            text=True,
+        )
+        stdin, stdout = self._process.stdin, self._process.stdout
+        if stdin is None or stdout is None:  # cannot happen with PIPE; pyright cannot tell
+            raise RevisionError(f"no pipes to the search process at {self._name}")
+        self._stdin, self._stdout = stdin, stdout
+        self._read()  # {"ready": true}: the store is open
+
+    def search(self, j: int, depth: int) -> dict[str, float]:
+        """Query `j` at `depth`: wall, CPU, hydration and phase times in ms."""
+        with contextlib.suppress(OSError):  # the process is gone: _read says why
+            self._stdin.write(f"{j} {depth}\n")
+            self._stdin.flush()
+        return self._read()
+
+    def _read(self) -> dict:
+        line = self._stdout.readline()
+        if not line:
+            self._process.wait()
+            self._errors.seek(0)
+            tail = "\n".join(self._errors.read().strip().splitlines()[-5:])
+            raise RevisionError(f"searching at {self._name} failed:\n{tail}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        """End the process (stdin closed: it leaves its loop) and wait for it."""
+        with contextlib.suppress(OSError):  # the process may be gone
+            self._stdin.close()
+        try:
+            self._process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._errors.close()
+
+
+def _interleaved_turn(
+    checkouts: Mapping[str, Path], stores: Mapping[str, Path], chunks: int, queries: int
+) -> tuple[dict[str, dict], dict[str, dict[str, list[float]]]]:
+    """One turn of both revisions, search by search: each side's p50s, and per-search ratios.
+
+    Both processes are open at once and take the same query in turn (who goes first
+    alternates), so the two searches of a pair meet the machine within milliseconds of
+    each other: drift over seconds falls on both alike, which turns of a minute cannot
+    promise on a machine with neighbours.
+    """
+    searchers: dict[str, _Searcher] = {}
+    try:
+        for side in ("before", "after"):
+            searchers[side] = _Searcher(checkouts[side], stores[side], chunks, queries)
+        p50s: dict[str, dict] = {"before": {}, "after": {}}
+        ratios: dict[str, dict[str, list[float]]] = {}
+        for depth in TURN_DEPTHS:
+            figures: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
+            for j in range(TURN_WARMUP + queries):
+                order = ("before", "after") if j % 2 == 0 else ("after", "before")
+                got = {side: searchers[side].search(j, depth) for side in order}
+                if j < TURN_WARMUP:
+                    continue
+                for side in order:
+                    for name, value in got[side].items():
+                        figures[side].setdefault(name, []).append(value)
+                for name, value in got["after"].items():
+                    if got["before"].get(name, 0) > 0:
+                        ratios.setdefault(str(depth), {}).setdefault(name, []).append(
+                            value / got["before"][name]
+                        )
+            for side in figures:
+                p50s[side][str(depth)] = {
+                    name: statistics.median(values) for name, values in figures[side].items()
+                }
+        return p50s, ratios
+    finally:
+        for searcher in searchers.values():
+            searcher.close()
 
 
 def summarise(turns: Sequence[Mapping[str, Mapping[str, float]]]) -> dict[str, dict]:
@@ -123,16 +218,22 @@ def paired(
 def markdown(report: Mapping) -> str:
     """The report as a table: p50 per revision (median of turns, with their range) and ratio."""
     b, a = report["before"]["commit"][:7], report["after"]["commit"][:7]
+    per_search: Mapping[str, Mapping[str, float]] = report.get("per_search") or {}
+    how = (
+        "both revisions' processes open at once, taking each query in turn"
+        if report.get("interleaved") == "search"
+        else "one process per revision and turn, alternating"
+    )
     lines = [
         f"# Search latency in turns: {b} -> {a}",
         "",
         f"{report['chunks']:,} synthetic chunks, embedded profile, limit 10, "
-        f"{report['queries']} queries per turn, {report['turns']} turns per revision "
-        f"(alternating), query embedding excluded. p50 in ms: median of the turns "
-        f"(lowest-highest).",
+        f"{report['queries']} queries per turn, {report['turns']} turns ({how}), "
+        f"query embedding excluded. p50 in ms: median of the turns (lowest-highest).",
         "",
-        f"| depth | figure | {b} | {a} | after / before | paired |",
-        "|---|---|---|---|---|---|",
+        f"| depth | figure | {b} | {a} | after / before | paired |"
+        + (" per search |" if per_search else ""),
+        "|---|---|---|---|---|---|" + ("---|" if per_search else ""),
     ]
     for depth, figures in report["before"]["summary"].items():
         for name in SHOWN:
@@ -145,13 +246,21 @@ def markdown(report: Mapping) -> str:
             ratio = report["ratio"][depth][name]
             pair = report["paired"][depth].get(name)
             pair_cell = "" if pair is None else f"{pair:.3f}"
-            lines.append(
-                f"| {depth} | {name} | {cells[0]} | {cells[1]} | {ratio:.3f} | {pair_cell} |"
-            )
+            row = f"| {depth} | {name} | {cells[0]} | {cells[1]} | {ratio:.3f} | {pair_cell} |"
+            if per_search:
+                searched = per_search.get(depth, {}).get(name)
+                row += "" if searched is None else f" {searched:.3f} |"
+            lines.append(row)
     lines += [
         "",
         "after / before: of the medians. paired: the median over turns of after / before in "
-        "the same turn. cpu: the process's CPU time per search, all threads.",
+        "the same turn. cpu: the process's CPU time per search, all threads."
+        + (
+            " per search: the median over every query of every turn of after / before for "
+            "that query, the two searched one right after the other."
+            if per_search
+            else ""
+        ),
         "",
         f"Machine: {report['machine']}; load average before the turns "
         f"{report['load_before']:.2f}, after {report['load_after']:.2f}. "
@@ -161,13 +270,26 @@ def markdown(report: Mapping) -> str:
 
 
 def run(
-    before: str, after: str, *, chunks: int, queries: int, turns: int, work: Path, log=print
+    before: str,
+    after: str,
+    *,
+    chunks: int,
+    queries: int,
+    turns: int,
+    work: Path,
+    by_search: bool = True,
+    log=print,
 ) -> dict:
-    """Check out, build and measure both revisions in turns; the report as a dict."""
+    """Check out, build and measure both revisions in turns; the report as a dict.
+
+    `by_search`: each turn searches both revisions' processes alternately, search by
+    search; otherwise each turn is one process per revision, one after the other.
+    """
     commits = {"before": _git("rev-parse", before), "after": _git("rev-parse", after)}
     checkouts = {side: work / f"{side}-{sha[:10]}" for side, sha in commits.items()}
     stores = {side: work / f"store-{side}" for side in commits}
     measured: dict[str, list[dict]] = {"before": [], "after": []}
+    searches: dict[str, dict[str, list[float]]] = {}  # per depth and figure: after / before
     try:
         for side, sha in commits.items():
             _git("worktree", "add", "--detach", "--force", str(checkouts[side]), sha)
@@ -176,10 +298,18 @@ def run(
             log(f"{side} {sha[:10]}: built in {built['build_s']:.0f} s")
         load_before = os.getloadavg()[0]
         for turn in range(1, turns + 1):
-            for side in commits:
-                measured[side].append(
-                    _turn(checkouts[side], "measure", stores[side], chunks, queries)
-                )
+            if by_search:
+                p50s, ratios = _interleaved_turn(checkouts, stores, chunks, queries)
+                for side in commits:
+                    measured[side].append(p50s[side])
+                for depth, by_name in ratios.items():
+                    for name, values in by_name.items():
+                        searches.setdefault(depth, {}).setdefault(name, []).extend(values)
+            else:
+                for side in commits:
+                    measured[side].append(
+                        _turn(checkouts[side], "measure", stores[side], chunks, queries)
+                    )
             log(
                 f"turn {turn}/{turns}: depth-2 p50 before {measured['before'][-1]['2']['wall']:.1f}"
                 f" ms, after {measured['after'][-1]['2']['wall']:.1f} ms"
@@ -194,6 +324,7 @@ def run(
         "chunks": chunks,
         "queries": queries,
         "turns": turns,
+        "interleaved": "search" if by_search else "turn",
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": _machine(),
         "load_before": load_before,
@@ -204,6 +335,10 @@ def run(
         },
         "ratio": compare(summaries["before"], summaries["after"]),
         "paired": paired(measured["before"], measured["after"]),
+        "per_search": {
+            depth: {name: statistics.median(values) for name, values in by_name.items()}
+            for depth, by_name in searches.items()
+        },
     }
 
 
@@ -224,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.revisions",
         description="Search latency of two git revisions on the synthetic corpus, measured "
-        "in alternating turns on one machine so that its drift falls on both alike.",
+        "on one machine with both revisions taking each query in turn, so that its drift "
+        "falls on both alike.",
         epilog="example:\n  python -m benchmarks.revisions 501c2bc HEAD --chunks 100000 --turns 6",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -233,6 +369,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=100_000, help="corpus size (100000)")
     parser.add_argument("--queries", type=int, default=200, help="timed queries per turn (200)")
     parser.add_argument("--turns", type=int, default=6, help="turns per revision (6)")
+    parser.add_argument(
+        "--by-turn",
+        action="store_true",
+        help="one process per revision and turn, one after the other (the first design); "
+        "by default both revisions are open at once and take each query in turn",
+    )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"report folder ({DEFAULT_OUT.name}/)"
     )
@@ -250,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                 queries=args.queries,
                 turns=args.turns,
                 work=Path(tmp),
+                by_search=not args.by_turn,
                 log=lambda m: print(f"[{time.perf_counter() - started:7.1f}s] {m}", flush=True),
             )
     except RevisionError as exc:

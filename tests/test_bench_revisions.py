@@ -68,14 +68,25 @@ def test_two_revisions_are_built_and_measured_in_turns_and_their_checkouts_remov
             figures = report[side]["summary"][depth]
             assert figures["wall"]["median_ms"] > 0
             assert {"phase1", "phase3", "hydrate", "cpu"} <= figures.keys()
-    assert set(report["ratio"]) == set(report["paired"]) == {"1", "2"}
+    assert set(report["ratio"]) == set(report["paired"]) == set(report["per_search"]) == {"1", "2"}
+    assert report["interleaved"] == "search"
+    assert report["per_search"]["2"]["wall"] > 0
     assert (
         (out / written.name.replace(".json", ".md"))
         .read_text()
         .startswith("# Search latency in turns")
     )
-    assert "| 2 | wall |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| 2 | wall |" in printed
+    assert "| paired | per search |" in printed
     assert revisions._git("worktree", "list") == before_worktrees
+
+
+def test_a_searcher_that_fails_is_an_error_naming_its_checkout(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout-x"
+    checkout.mkdir()  # no project here: the turn script cannot import uda
+    with pytest.raises(revisions.RevisionError, match="checkout-x"):
+        revisions._Searcher(checkout, tmp_path / "store", 10, 1)
 
 
 def test_an_unknown_revision_is_an_error_naming_it(
