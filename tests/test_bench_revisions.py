@@ -46,13 +46,15 @@ def test_paired_ratios_are_taken_within_each_turn() -> None:
     shutil.which("git") is None or not (PROJECT_ROOT / ".git").exists(),
     reason="needs the git CLI and a git checkout of the project",
 )
+@pytest.mark.parametrize("by_turn", [False, True], ids=["by-search", "by-turn"])
 def test_two_revisions_are_built_and_measured_in_turns_and_their_checkouts_removed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], by_turn: bool
 ) -> None:
     before_worktrees = revisions._git("worktree", "list")
     out = tmp_path / "out"
     code = revisions.main(
         ["HEAD", "HEAD", "--chunks", "200", "--queries", "4", "--turns", "2", "--out", str(out)]
+        + (["--by-turn"] if by_turn else [])
     )
     assert code == 0
     [written] = out.glob("*.json")
@@ -68,9 +70,14 @@ def test_two_revisions_are_built_and_measured_in_turns_and_their_checkouts_remov
             figures = report[side]["summary"][depth]
             assert figures["wall"]["median_ms"] > 0
             assert {"phase1", "phase3", "hydrate", "cpu"} <= figures.keys()
-    assert set(report["ratio"]) == set(report["paired"]) == set(report["per_search"]) == {"1", "2"}
-    assert report["interleaved"] == "search"
-    assert report["per_search"]["2"]["wall"] > 0
+    assert set(report["ratio"]) == set(report["paired"]) == {"1", "2"}
+    if by_turn:  # one process per revision and turn: no query was searched by both at once
+        assert report["interleaved"] == "turn"
+        assert report["per_search"] == {}
+    else:
+        assert report["interleaved"] == "search"
+        assert set(report["per_search"]) == {"1", "2"}
+        assert report["per_search"]["2"]["wall"] > 0
     assert (
         (out / written.name.replace(".json", ".md"))
         .read_text()
@@ -78,7 +85,7 @@ def test_two_revisions_are_built_and_measured_in_turns_and_their_checkouts_remov
     )
     printed = capsys.readouterr().out
     assert "| 2 | wall |" in printed
-    assert "| paired | per search |" in printed
+    assert ("| paired | per search |" in printed) is not by_turn
     assert revisions._git("worktree", "list") == before_worktrees
 
 
