@@ -7,6 +7,8 @@ associative mode leaves it off, and a node the caller may not see names nothing.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -14,6 +16,10 @@ from hypothesis import strategies as st
 
 import uda
 from ontology import Decision, Relation, SystemComponent
+from uda.agent import UDADeps
+from uda.agent.models import GetResultArgs, SearchArgs
+from uda.agent.tools import get_result, search
+from uda.embedding import Embedder
 from uda.query.auto.choice import AutoMode, leg_weight_overrides, profile_choice
 from uda.query.entities import QueryWords, linked_candidates, may_name_any, words
 from uda.query.fusion import Leg
@@ -168,6 +174,28 @@ def test_a_hidden_node_names_nothing(client: uda.Client) -> None:
     assert all(r.entities == () for r in public.explain().results)
     cleared = client.search(QUERY, limit=5, clearance_scope=["confidential"])
     assert cleared.results[0].element_id == "kep:apps"
+
+
+async def test_the_agent_is_told_what_a_result_is_linked_to(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    elements, relations = _corpus(sig_apps_sensitivity="confidential")
+    async with uda.aconnect(path=tmp_path / "uda", embedder=embedder) as client:
+        await client.ingest(elements, relations)
+        cleared = UDADeps(client=client, clearance_scope=["confidential"])
+        answer = await search(cleared, SearchArgs(query=QUERY))
+        best = await get_result(cleared, GetResultArgs(query_id=answer.query_id, rank=1))
+        assert (best.element_id, best.linked_to) == ("kep:apps", ["sig-apps"])
+        assert best.legs["entity"].rank == 1
+        second = await get_result(cleared, GetResultArgs(query_id=answer.query_id, rank=2))
+        assert second.linked_to == []
+        # The caller who may not see sig-apps is not told of it.
+        public = UDADeps(client=client, clearance_scope=["public"])
+        answer = await search(public, SearchArgs(query=QUERY))
+        for rank in range(1, len(answer.hits) + 1):
+            shown = await get_result(public, GetResultArgs(query_id=answer.query_id, rank=rank))
+            assert shown.linked_to == []
+            assert "sig-apps" not in shown.model_dump_json()
 
 
 def test_the_associative_mode_leaves_the_leg_off() -> None:

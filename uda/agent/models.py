@@ -272,6 +272,11 @@ class ResultDetail(BaseModel):
     properties: dict[str, Any]
     context: list[ContextNode]
     legs: dict[str, LegRank]
+    linked_to: list[str] = Field(
+        default_factory=list[str],
+        description="Names of graph nodes the query names (a SIG, a component, a title) that "
+        "this result is or is one edge from: why its `entity` leg ranked it.",
+    )
     truncated: dict[str, int] = Field(
         default_factory=dict[str, int],
         description="Properties shown clipped, with their full length in characters; ask "

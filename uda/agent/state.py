@@ -51,6 +51,8 @@ class QueryRecord:
     weights: Mapping[str, float]
     results: tuple[SearchResult, ...]
     legs: Mapping[str, Mapping[str, LegRank]]
+    # Per result: the graph nodes the query names that it is, or is one edge from.
+    linked: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     refined_from: str | None = None
     next_cursor: str | None = None  # where `next_page` continues (None: the last page)
     saved_id: str | None = None  # the store's id of the search (`reopen_query`)

@@ -97,6 +97,11 @@ def _remember(
         }
         for r in (explanation.results if explanation is not None else ())
     }
+    linked = {
+        r.element_id: r.entities
+        for r in (explanation.results if explanation is not None else ())
+        if r.entities
+    }
     applied = explanation.plan.weights if explanation is not None else weights or {}
     record = QueryRecord(
         query_id=deps.conversation.next_id(),
@@ -105,6 +110,7 @@ def _remember(
         weights={leg.value: w for leg, w in applied.items()},
         results=results,
         legs=legs,
+        linked=linked,
         refined_from=refined_from,
         next_cursor=response.next_cursor,
         saved_id=response.query_id,
@@ -303,6 +309,7 @@ async def get_result(deps: UDADeps, args: GetResultArgs) -> ResultDetail:
             for n in result.context_nodes
         ],
         legs=dict(record.legs.get(result.element_id, {})),
+        linked_to=list(record.linked.get(result.element_id, ())),
     )
 
 
