@@ -106,3 +106,31 @@ def test_each_search_path_returns_the_nearest_passing_chunks(
         assert len(queries) == rounds
     else:
         assert queries[-1]["ids"] == k  # the last query ran within the passing ids
+
+
+def _ef_search(folder: Path) -> int:
+    import chromadb
+
+    client = chromadb.PersistentClient(path=str(folder))
+    collection = client.get_collection("uda_chunks")
+    return collection.configuration_json["hnsw"]["ef_search"]
+
+
+@pytest.mark.parametrize(("made_with", "opened_with"), [(None, 400), (100, 400), (800, 800)])
+def test_the_search_is_at_least_as_wide_as_ef_search(
+    tmp_path: Path, made_with: int | None, opened_with: int
+) -> None:
+    """New stores and stores made with Chroma's default (100) search 400 wide; wider stays."""
+    assert chroma_module.EF_SEARCH == 400
+    if made_with is not None:  # a store as an older version (or a user) made it
+        import chromadb
+
+        client = chromadb.PersistentClient(path=str(tmp_path))
+        client.create_collection(
+            "uda_chunks",
+            embedding_function=None,
+            configuration={"hnsw": {"space": "cosine", "ef_search": made_with}},
+        )
+        del client
+    asyncio.run(_write(tmp_path, _corpus(20, public_every=1)))
+    assert _ef_search(tmp_path) == opened_with
