@@ -39,7 +39,7 @@ from uda.query.clearance import Clearance, state_visible
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Position
 from uda.query.deadlines import Breakers, Budget, Degradation, Guard
-from uda.query.fusion import Fusion, Leg, ReciprocalRankFusion
+from uda.query.fusion import Fusion, ReciprocalRankFusion
 from uda.query.graph_context import (
     Adjacency,
     ContextHop,
@@ -363,19 +363,9 @@ class Planner:
         states, clearances = await self._reads.states(
             plan, guard, sorted(whole), sorted(graph_nodes - whole)
         )
-        records = (states, clearances)
-        if plan.weights.get(Leg.ENTITY, 0.0) <= 0.0 or not plan.request.query:
-            # The entity leg is off (the associative mode): no names are looked at.
-            visible = {
-                eid
-                for read in records
-                for eid, record in read.items()
-                if state_visible(plan.clearance, record)
-            }
-            return states, visible, {}
         names = {
             eid: record.name
-            for read in records
+            for read in (states, clearances)
             for eid, record in read.items()
             if state_visible(plan.clearance, record)
         }
