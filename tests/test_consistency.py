@@ -26,6 +26,7 @@ from connectors.contract.records import OPEN
 from connectors.contract.system_of_record import OutboxItem, state_key
 from connectors.networkx_graph import NetworkXConnector
 from connectors.sqlite.connector import SQLiteConnector
+from connectors.tantivy import Label, LexicalIndexes
 from ontology import Document, Person, Relation, Repository
 from uda.embedding import Embedder
 from uda.write.consistency import StoreReport
@@ -165,12 +166,15 @@ def test_text_store_damage_is_named_and_repaired(built: Path, embedder: Embedder
         " 'ghost', 1, element_type, sensitivity_rank, scope, valid_from, valid_to, filter_values,"
         " 'Ghost', 'ghost', 0 FROM text_chunks WHERE chunk_id = 'doc-0@1#0'"
     )
-    # An index entry lost behind the table's back: the chunk is stored but cannot be found.
-    db.execute(
-        "DELETE FROM chunk_terms WHERE doc = "
-        "(SELECT rowid FROM text_chunks WHERE chunk_id = 'doc-6@1#0')"
-    )
+    # Index entries lost behind the table's back: the chunk is stored but cannot be found,
+    # neither by the exhaustive path's term rows nor by the engine's document (ADR 50).
+    (doc_6,) = db.execute("SELECT rowid FROM text_chunks WHERE chunk_id = 'doc-6@1#0'").fetchone()
+    db.execute("DELETE FROM chunk_terms WHERE doc = ?", (doc_6,))
     db.close()
+    engine = LexicalIndexes(built / "uda.sqlite3.lexical")
+    engine.open()
+    engine.write([(Label(rank=0, scope=None), doc_6)], [], engine.generation or 0)
+    engine.close()
 
     lexical = {"semantic": 0, "lexical": 1}
     with uda.connect(path=built, embedder=embedder) as client:
@@ -182,8 +186,11 @@ def test_text_store_damage_is_named_and_repaired(built: Path, embedder: Embedder
             ("ghost@1#0",),
             ("doc-4@1#0",),
         )
-        assert text.index_drift == 1
-        assert "search index entries out of step with the chunks: 1" in str(report)
+        # 1 chunk's term rows, 1 statistics row (its label's count and length), 4 engine
+        # documents: doc-6's lost, doc-1's left without its chunk, doc-4's still current,
+        # the ghost's never made.
+        assert text.index_drift == 6
+        assert "search index entries out of step with the chunks: 6" in str(report)
         res = client.search("harbour 6", limit=3, clearance_scope=PUBLIC, weights=lexical)
         assert "doc-6" not in [r.element_id for r in res.results]
 

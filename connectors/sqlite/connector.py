@@ -60,6 +60,7 @@ from connectors.sqlite.schema import (
     state_rows_sql,
 )
 from connectors.sqlite.selection import select_sql
+from connectors.tantivy import LexicalIndexes
 
 T = TypeVar("T")
 _WORKERS = 4  # reader threads (each with its own connection) beside the one writer
@@ -95,6 +96,8 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
             not_open=lambda: ConnectorError(self.name, "not connected: call connect() first"),
         )
         self._local = threading.local()  # per-thread caches (visible statistics)
+        # The lexical engine's indexes live beside the file (connectors/sqlite/lexical.py).
+        self._lexical = LexicalIndexes(self._path.with_name(self._path.name + ".lexical"))
         # Our own worker threads, so that close() can wait for the calls still running: a
         # caller whose task was cancelled leaves its thread using a connection.
         self._executor: ThreadPoolExecutor | None = None
@@ -110,6 +113,7 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
         self._closing = False
         await self._run(lambda: self._db.open(lambda writer: _set_up(writer, self._path)))
         await self._run(self._queries.open)
+        await self._run(self._open_lexical)
 
     async def close(self) -> None:
         """Close every connection, once the calls still running in worker threads are done."""
@@ -119,6 +123,7 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
             await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
         self._db.close()
         self._queries.close()
+        self._lexical.close()
         self._local = threading.local()
 
     def _reader(self) -> sqlite3.Connection:
@@ -126,6 +131,9 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
 
     def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._db.transaction()
+
+    def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.snapshot()
 
     async def _run(self, fn: Callable[[], T]) -> T:
         if self._closing:

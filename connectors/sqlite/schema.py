@@ -92,7 +92,8 @@ CREATE TABLE IF NOT EXISTS text_chunks (
     filter_values TEXT NOT NULL,
     name TEXT NOT NULL,
     text TEXT NOT NULL,
-    length INTEGER NOT NULL
+    length INTEGER NOT NULL,
+    term_freqs BLOB  -- (term id, tf) pairs of current chunks (connectors/sqlite/packed_terms.py)
 );
 -- The lexical index: one row per (term, chunk) with the term's frequency; the terms come
 -- from connectors/analyzer.py, the same on every backend.
@@ -106,6 +107,28 @@ CREATE INDEX IF NOT EXISTS chunk_terms_doc ON chunk_terms (doc);
 CREATE TRIGGER IF NOT EXISTS text_chunks_terms_ad AFTER DELETE ON text_chunks BEGIN
     DELETE FROM chunk_terms WHERE doc = old.rowid;
 END;
+-- The statistics of a caller's BM25, for the current chunks of each clearance label and type
+-- (docs/adr/0050-lexical-leg-on-tantivy.md): a caller's are the sums over what it may see.
+-- `scoped` 0 is a chunk without a scope ('' then); kept in the write that changes the chunks.
+CREATE TABLE IF NOT EXISTS lexicon (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS lexical_labels (
+    sensitivity_rank INTEGER NOT NULL,
+    scoped INTEGER NOT NULL,
+    scope TEXT NOT NULL,
+    element_type TEXT NOT NULL,
+    chunks INTEGER NOT NULL,
+    total_length INTEGER NOT NULL,
+    PRIMARY KEY (sensitivity_rank, scoped, scope, element_type)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lexical_df (
+    term TEXT NOT NULL,
+    sensitivity_rank INTEGER NOT NULL,
+    scoped INTEGER NOT NULL,
+    scope TEXT NOT NULL,
+    element_type TEXT NOT NULL,
+    chunks INTEGER NOT NULL,
+    PRIMARY KEY (term, sensitivity_rank, scoped, scope, element_type)
+) WITHOUT ROWID;
 """
 
 # Stores made before the shared analyzer kept an FTS5 index; it goes, and the terms are rebuilt.

@@ -1,0 +1,278 @@
+"""The SQLite text leg's engine path (Tantivy candidates, exact scores; ADR 50).
+
+- It answers as the exhaustive path does: same chunks, order and scores, whenever every
+  matching chunk fits the candidate pool (property over generated corpora and filters).
+- Non-interference beyond the pool: with far more matching chunks than the pool holds,
+  adding chunks above a caller's clearance changes neither its hits nor a bit of its scores.
+- An index that is behind is never trusted (the exhaustive path answers), `uda check`'s
+  drift sees it, a rebuild repairs it; a failed engine write leaves the store unchanged; a
+  store made before the engine gets its statistics and indexes when opened.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from connectors.analyzer import query_terms
+from connectors.conformance.data import chunk
+from connectors.contract.predicates import Op, Predicate
+from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
+from connectors.sql_filters import compile_filter
+from connectors.sqlite import lexical_engine, lexical_stats
+from connectors.sqlite import text as sqlite_text
+from connectors.sqlite.connector import SQLiteConnector
+
+WORDS = ("glacier", "harbour", "lantern", "meadow", "copper", "orchard", "falcon", "quartz")
+SCOPES = (None, "project:a", "project:b")
+TYPES = ("Document", "Evidence")
+
+
+@pytest_asyncio.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteConnector]:
+    """A fresh SQLite store with its engine indexes."""
+    connector = SQLiteConnector(tmp_path / "uda.sqlite3")
+    await connector.connect()
+    yield connector
+    await connector.close()
+
+
+def _corpus(seed: int, n: int, *, start: int = 0, rank: int | None = None) -> list[ChunkRecord]:
+    rng = random.Random(seed)
+    return [
+        chunk(
+            f"e{start + i}",
+            text=" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 25))),
+            sensitivity_rank=rng.randint(0, 3) if rank is None else rank,
+            scope=rng.choice(SCOPES) if rank is None else None,
+            element_type=rng.choice(TYPES),
+            valid_to=rng.choice((2**63 - 1, 2**63 - 1, 2**63 - 1, 500)),
+        )
+        for i in range(n)
+    ]
+
+
+def _both_paths(
+    store: SQLiteConnector, query: str, k: int, search_filter: SearchFilter
+) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """The engine's answer and the exhaustive path's, from one snapshot."""
+    terms = query_terms(query)
+    where, params = compile_filter(search_filter, table="t")
+    with store._snapshot() as conn:
+        assert store._engine_ready(conn)
+        engine = lexical_engine.engine_search(
+            conn,
+            store._lexical,
+            terms,
+            k,
+            search_filter,
+            where,
+            params,
+            lexical_stats.label_rows(conn),
+        )
+        n_docs, average = store._visible_stats(conn, where, params)
+        exhaustive = (
+            sqlite_text.best_chunks(conn, terms, where, params, n_docs, average, k)
+            if n_docs
+            else []
+        )
+    return [(c, s) for c, _, _, _, s in engine], [(c, s) for c, _, _, _, s in exhaustive]
+
+
+filters = st.builds(
+    SearchFilter,
+    max_sensitivity_rank=st.integers(0, 3),
+    projects=st.sets(st.sampled_from(SCOPES[1:])).map(lambda s: tuple(sorted(s))),
+    all_projects=st.booleans(),
+    element_types=st.one_of(
+        st.none(), st.sets(st.sampled_from(TYPES)).map(lambda s: tuple(sorted(s)))
+    ),
+)
+queries = st.lists(st.sampled_from((*WORDS, "zebra")), min_size=1, max_size=4).map(" ".join)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(0, 10_000),
+    size=st.integers(0, 120),
+    cases=st.lists(st.tuples(filters, queries, st.integers(1, 60)), min_size=1, max_size=6),
+)
+async def test_engine_answers_as_the_exhaustive_path(
+    store: SQLiteConnector,
+    seed: int,
+    size: int,
+    cases: Sequence[tuple[SearchFilter, str, int]],
+) -> None:
+    """Same chunks, same order, scores equal to 1e-12, when the pool holds every match."""
+    await store.rebuild_text_index()  # the store is shared by examples: start empty
+    await store.delete_text_chunks(list(await store.text_chunk_states()))
+    corpus = _corpus(seed, size)
+    await store.upsert_text_chunks(corpus)
+    # Replace a few: the old documents leave the engine, the statistics move with them.
+    await store.upsert_text_chunks(_corpus(seed + 1, size // 4))
+    for search_filter, query, k in cases:
+        engine, exhaustive = _both_paths(store, query, k, search_filter)
+        _assert_same(engine, exhaustive)
+    assert await store.text_index_drift() == 0
+
+
+def _view(hits: Sequence[ChunkHit]) -> list[tuple[str, float]]:
+    return [(h.chunk_id, h.score) for h in hits]
+
+
+def _assert_same(got: Sequence[tuple[str, float]], want: Sequence[tuple[str, float]]) -> None:
+    assert [c for c, _ in got] == [c for c, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "caller",
+    [
+        SearchFilter(max_sensitivity_rank=0),
+        SearchFilter(max_sensitivity_rank=1, projects=("project:a",)),
+        SearchFilter(max_sensitivity_rank=2, element_types=("Document",)),
+    ],
+)
+async def test_hidden_chunks_change_nothing_beyond_the_pool(
+    store: SQLiteConnector, caller: SearchFilter
+) -> None:
+    """Far more matches than the pool: hidden chunks leave hits and scores bit-identical."""
+    visible = [
+        chunk(
+            f"v{i}",
+            text=" ".join(random.Random(i).choice(WORDS[:4]) for _ in range(3 + i % 17)),
+            sensitivity_rank=min(i % 2, caller.max_sensitivity_rank),
+            scope="project:a" if caller.projects and i % 3 == 0 else None,
+            element_type="Document",
+        )
+        for i in range(900)
+    ]
+    await store.upsert_text_chunks(visible)
+    assert lexical_engine.pool_size(100) < len(visible) // 2
+    queries_ = ("glacier", "harbour lantern", "meadow glacier harbour", "lantern")
+    before = [_view(await store.text_search(q, 100, caller)) for q in queries_]
+    assert all(len(hits) == 100 for hits in before)
+    hidden_text = "glacier harbour lantern meadow " * 10
+    hidden = [chunk(f"h-rank{i}", text=hidden_text, sensitivity_rank=3) for i in range(300)] + [
+        chunk(f"h-scope{i}", text="glacier " * (1 + i % 5), scope="project:b") for i in range(300)
+    ]
+    await store.upsert_text_chunks(hidden)
+    after = [_view(await store.text_search(q, 100, caller)) for q in queries_]
+    assert after == before  # exact: the same floats, not approximately
+
+
+async def test_an_index_behind_is_not_trusted_and_a_rebuild_repairs_it(
+    store: SQLiteConnector,
+) -> None:
+    """No marker: the exhaustive path answers the same; drift says so; rebuild restores it."""
+    await store.upsert_text_chunks(_corpus(3, 80))
+    caller = SearchFilter(max_sensitivity_rank=3, all_projects=True)
+    engine = _view(await store.text_search("glacier harbour", 20, caller))
+    store._lexical.invalidate()
+    with store._snapshot() as conn:
+        assert not store._engine_ready(conn)
+    _assert_same(_view(await store.text_search("glacier harbour", 20, caller)), engine)
+    assert await store.text_index_drift() >= 1
+    await store.rebuild_text_index()
+    assert await store.text_index_drift() == 0
+    with store._snapshot() as conn:
+        assert store._engine_ready(conn)
+    _assert_same(_view(await store.text_search("glacier harbour", 20, caller)), engine)
+
+
+async def test_drift_counts_an_engine_document_that_went_missing(store: SQLiteConnector) -> None:
+    """A document removed behind the store's back is drift, until a rebuild."""
+    corpus = _corpus(4, 30, rank=0)
+    await store.upsert_text_chunks(corpus)
+    with store._snapshot() as conn:
+        rid, generation = (
+            conn.execute("SELECT min(rowid) FROM text_chunks WHERE valid_to > 600").fetchone()[0],
+            sqlite_text.generation(conn),
+        )
+    label = next(iter(store._lexical.labels))
+    store._lexical.write([(label, rid)], [], generation)
+    assert await store.text_index_drift() == 1
+    await store.rebuild_text_index()
+    assert await store.text_index_drift() == 0
+
+
+async def test_a_failed_engine_write_changes_nothing(
+    store: SQLiteConnector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's transaction rolls back; the engine is not trusted until the next write."""
+    await store.upsert_text_chunks(_corpus(5, 40))
+    states = await store.text_chunk_states()
+
+    def broken(*_: object, **__: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store._lexical, "write", broken)
+    with pytest.raises(Exception, match="disk full"):
+        await store.upsert_text_chunks([chunk("new", text="glacier")])
+    monkeypatch.undo()
+    assert await store.text_chunk_states() == states
+    with store._snapshot() as conn:
+        assert not store._engine_ready(conn)
+    # The next write finds the indexes behind and rebuilds them instead of patching them.
+    await store.upsert_text_chunks([chunk("new", text="glacier")])
+    with store._snapshot() as conn:
+        assert store._engine_ready(conn)
+    assert await store.text_index_drift() == 0
+    public = SearchFilter(max_sensitivity_rank=0)
+    assert "new" in {h.element_id for h in await store.text_search("glacier", 200, public)}
+
+
+async def test_value_filters_and_as_of_take_the_exhaustive_path(store: SQLiteConnector) -> None:
+    """The engine serves clearance and types only; the rest is exact by the other path."""
+    await store.upsert_text_chunks(
+        [
+            chunk("a", text="glacier", filter_values={"status": "open"}),
+            chunk("b", text="glacier glacier", filter_values={"status": "closed"}),
+            chunk("c", text="glacier harbour", valid_to=300),
+        ]
+    )
+    status = SearchFilter(
+        max_sensitivity_rank=0, predicates=(Predicate(field="status", op=Op.EQ, value="open"),)
+    )
+    assert [h.element_id for h in await store.text_search("glacier", 5, status)] == ["a"]
+    past = SearchFilter(max_sensitivity_rank=0, as_of=200)
+    assert {h.element_id for h in await store.text_search("glacier", 5, past)} == {"a", "b", "c"}
+
+
+async def test_a_store_made_before_the_engine_is_brought_up_when_opened(tmp_path: Path) -> None:
+    """No statistics, no indexes: opening builds both, and the answers are the same."""
+    path = tmp_path / "old.sqlite3"
+    store = SQLiteConnector(path)
+    await store.connect()
+    await store.upsert_text_chunks(_corpus(6, 60))
+    caller = SearchFilter(max_sensitivity_rank=3, all_projects=True)
+    before = _view(await store.text_search("quartz falcon", 30, caller))
+    await store.close()
+    # What a store of the previous release holds: terms, no statistics, no engine folder.
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM lexical_df")
+        conn.execute("DELETE FROM lexical_labels")
+        conn.execute("DELETE FROM meta WHERE key IN ('lexical_stats', 'lexical_generation')")
+        conn.execute("ALTER TABLE text_chunks DROP COLUMN term_freqs")
+        conn.execute("DROP TABLE lexicon")
+    store._lexical.destroy()
+    reopened = SQLiteConnector(path)
+    await reopened.connect()
+    try:
+        assert await reopened.text_index_drift() == 0
+        with reopened._snapshot() as conn:
+            assert reopened._engine_ready(conn)
+        assert _view(await reopened.text_search("quartz falcon", 30, caller)) == before
+    finally:
+        await reopened.close()
