@@ -116,17 +116,20 @@ class SQLiteTextLeg(TextCapable):
 
     def _engine_ready(self, conn: sqlite3.Connection) -> bool:
         """Whether the engine's indexes hold every text write the store has committed."""
+        return self._engine_generation(conn) is not None
+
+    def _engine_generation(self, conn: sqlite3.Connection) -> int | None:
+        """The store's text generation if the engine's indexes hold it, else None."""
         current = sqlite_text.generation(conn)
         if self._lexical.generation != current:
-            return False
+            return None
         if self._lexical_seen != current:
             self._lexical.refresh()  # another process (or thread) wrote: see its commits
             self._lexical_seen = current
-        return True
+        return current
 
-    def _label_rows(self, conn: sqlite3.Connection) -> list[lexical_stats.LabelRow]:
-        """The per-label statistics rows, cached per thread until the next text write."""
-        current = sqlite_text.generation(conn)
+    def _label_rows(self, conn: sqlite3.Connection, current: int) -> list[lexical_stats.LabelRow]:
+        """The per-label statistics rows at generation `current`, cached per thread."""
         cached: tuple[int, list[lexical_stats.LabelRow]] | None
         cached = getattr(self._local, "label_rows", None)
         if cached is None or cached[0] != current:
@@ -210,7 +213,12 @@ class SQLiteTextLeg(TextCapable):
         def query_rows() -> list[ChunkHit]:
             # One snapshot: the statistics, the generation and the scores agree.
             with self._snapshot() as conn:
-                if lexical_stats.engine_can_serve(search_filter) and self._engine_ready(conn):
+                current = (
+                    self._engine_generation(conn)
+                    if lexical_stats.engine_can_serve(search_filter)
+                    else None
+                )
+                if current is not None:
                     best = lexical_engine.engine_search(
                         conn,
                         self._lexical,
@@ -219,7 +227,7 @@ class SQLiteTextLeg(TextCapable):
                         search_filter,
                         where,
                         params,
-                        self._label_rows(conn),
+                        self._label_rows(conn, current),
                     )
                 else:
                     n_docs, avg_len = self._visible_stats(conn, where, params)

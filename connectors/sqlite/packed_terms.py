@@ -6,8 +6,9 @@ candidates and a 12-word question. A chunk's terms as one BLOB of `(term id, tf)
 the ids from `lexicon`, are one row-id lookup per candidate, and numpy picks the query
 terms out of all of them at once.
 
-The pairs are little-endian uint32, sorted by term id. `chunk_terms` stays the source they
-are made from, and what the exhaustive path and the statistics read.
+The pairs are little-endian uint32, sorted by term id. A write packs them from the
+analyser's counts it already has; a migration or rebuild from `chunk_terms`, which the
+exhaustive path and the statistics still read.
 """
 
 from __future__ import annotations

@@ -8,6 +8,6 @@ scores the candidates exactly (docs/adr/0050-lexical-leg-on-tantivy.md).
 from __future__ import annotations
 
 from connectors.tantivy.index import Candidate, LexicalIndexes
-from connectors.tantivy.labels import Label, visible_labels
+from connectors.tantivy.labels import Label
 
-__all__ = ["Candidate", "Label", "LexicalIndexes", "visible_labels"]
+__all__ = ["Candidate", "Label", "LexicalIndexes"]

@@ -10,7 +10,6 @@ hidden chunks (ADR 5's non-interference, ADR 50).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from connectors.contract.records import SearchFilter
@@ -43,10 +42,3 @@ class Label:
         return (
             self.scope is None or search_filter.all_projects or self.scope in search_filter.projects
         )
-
-
-def visible_labels(labels: Iterable[Label], search_filter: SearchFilter) -> list[Label]:
-    """The labels the filter's clearance allows, in a fixed order."""
-    return sorted(
-        (label for label in labels if label.allowed_by(search_filter)), key=lambda x: x.sort_key
-    )
