@@ -8,7 +8,6 @@ All members are coroutines: connectors over blocking libraries run them in a wor
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,7 +28,7 @@ from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import (
     OutboxItem,
-    StateClearance,
+    StateHead,
     StoredState,
     WriteBatch,
 )
@@ -207,34 +206,40 @@ class RelationalCapable(ABC):
         state too, so that clearance can require both to be visible.
         """
 
-    async def fetch_clearances(
+    async def fetch_heads(
         self, element_ids: Sequence[str], as_of: int | None
-    ) -> dict[str, StateClearance]:
-        """`fetch`, but only what clearance needs of each state, in one query.
+    ) -> dict[str, StateHead]:
+        """`fetch`, but each state without its payload (`StateHead`), in one query.
 
-        A search checks the clearance of every node its graph expansion reached and hydrates
-        a few; a store overrides this with a query that skips the payload (an index-only
-        lookup). This default derives it from `fetch`.
+        Phase 3 reads the heads of every candidate and every node its graph expansion
+        reached (hundreds), ranks on them, and reads whole states for the page it returns
+        (`fetch_versions`). A store overrides this with a query that skips the payload (an
+        index-only lookup, ADR 51); this default derives it from `fetch`.
         """
         states = await self.fetch(element_ids, as_of)
-        return {eid: StateClearance.of(state) for eid, state in states.items()}
+        return {eid: StateHead.of(state) for eid, state in states.items()}
 
-    async def fetch_with_clearances(
-        self, whole_ids: Sequence[str], clearance_ids: Sequence[str], as_of: int | None
-    ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
-        """`fetch(whole_ids)` and `fetch_clearances(clearance_ids)` in one call.
+    async def fetch_versions(self, heads: Sequence[StateHead]) -> dict[str, StoredState]:
+        """The whole state of each head's element at exactly the head's version.
 
-        Phase 3 needs both at once: whole states of what it can rank, clearances of what can
-        only be context. A store overrides this to answer in one round trip (one worker job,
-        one pipeline) instead of two; this default runs the two reads concurrently.
+        With the newest state's clearance (`latest_*`) as it is now, so that the caller can
+        check visibility again. A version that no longer exists is left out. A store
+        overrides this with one lookup by (element, version); this default reads the
+        current states and, for heads whose element has changed since, their states as of
+        the heads' stamps (a state is valid from its `hlc`).
         """
-        whole = asyncio.ensure_future(self.fetch(whole_ids, as_of))
-        cleared = asyncio.ensure_future(self.fetch_clearances(clearance_ids, as_of))
-        try:
-            return await whole, await cleared
-        finally:  # one read failed: the other is not left running
-            whole.cancel()
-            cleared.cancel()
+        if not heads:
+            return {}
+        found = await self.fetch([h.element_id for h in heads], None)
+        out = {h.element_id: found[h.element_id] for h in heads if _same(found, h)}
+        stale: dict[int, list[StateHead]] = {}
+        for head in heads:
+            if head.element_id not in out:
+                stale.setdefault(head.hlc, []).append(head)
+        for hlc, group in stale.items():
+            older = await self.fetch([h.element_id for h in group], hlc)
+            out.update({h.element_id: older[h.element_id] for h in group if _same(older, h)})
+        return out
 
     @abstractmethod
     async def select_states(self, selection: StateSelection) -> list[StoredState]:
@@ -389,6 +394,12 @@ class RelationalCapable(ABC):
         """
         del aggregation
         return None
+
+
+def _same(states: Mapping[str, StoredState], head: StateHead) -> bool:
+    """Whether `states` holds the head's element at the head's version."""
+    state = states.get(head.element_id)
+    return state is not None and state.version == head.version
 
 
 def backend_name(backend: object) -> str:

@@ -25,7 +25,7 @@ from connectors.contract.aggregation import StateAggregation, TimeBucket
 from connectors.contract.filter_tree import AllOf, Not
 from connectors.contract.predicates import Op, Predicate
 from connectors.contract.records import OPEN
-from connectors.contract.system_of_record import StateClearance
+from connectors.contract.system_of_record import StateHead
 from ontology import Document, Repository
 from uda.embedding import Embedder
 from uda.query.aggregates import aggregate_request
@@ -72,9 +72,14 @@ def test_the_visibility_rule_is_one_check_on_a_current_state(
 ) -> None:
     """A current state is its element's newest: THE rule is then what the statement checks."""
     clearance = Clearance.parse([level, *projects])
-    state = StateClearance(
+    state = StateHead(
         element_id="x",
         version=1,
+        hlc=1,
+        element_type="Document",
+        name="x",
+        timestamp_ms=0,
+        filter_values={},
         sensitivity_rank=rank,
         scope=scope,
         tombstone=tombstone,

@@ -87,13 +87,13 @@ def test_each_search_path_returns_the_nearest_passing_chunks(
     corpus = _corpus(600, public_every=public_every)
     asyncio.run(_write(tmp_path, corpus))
     queries: list[dict[str, object]] = []
-    real_query = chroma_module._passing_hits  # pyright: ignore[reportPrivateUsage]
+    real_query = chroma_module._passing  # pyright: ignore[reportPrivateUsage]
 
     def spy(result: object, *args: object) -> object:
         queries.append({"ids": len(result["ids"][0])})  # type: ignore[index]
         return real_query(result, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(chroma_module, "_passing_hits", spy)
+    monkeypatch.setattr(chroma_module, "_passing", spy)
     query = random_vectors(1, DIMENSION, seed=13)[0]
     k = 8
     hits = asyncio.run(_search(tmp_path, query, k, PUBLIC))

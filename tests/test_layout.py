@@ -185,6 +185,6 @@ def test_a_row_reader_that_drifts_from_its_columns_fails() -> None:
         return rows.state_from_row(values)
 
     rows._check_reader(rows.state_from_row, rows._STATE_FIELDS)  # the real one passes
-    rows._check_reader(rows.clearance_from_row, rows._CLEARANCE_FIELDS)
+    rows._check_reader(rows.head_from_row, rows._HEAD_FIELDS)
     with pytest.raises(TypeError, match="wrong field"):
         rows._check_reader(swapped, rows._STATE_FIELDS)

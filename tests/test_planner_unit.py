@@ -24,7 +24,7 @@ from connectors.contract.records import (
     SearchFilter,
     Subgraph,
 )
-from connectors.contract.system_of_record import StateClearance, StoredState
+from connectors.contract.system_of_record import StateHead, StoredState
 from connectors.networkx_graph import NetworkXConnector
 from connectors.sqlite.connector import SQLiteConnector
 from ontology import Decision, Document, Person, Relation, Repository
@@ -311,27 +311,31 @@ async def test_graph_only_candidates_get_semantic_scores_in_one_call(tmp_path: P
 
 class ReclassifyingStore(SQLiteConnector):
     """The real SQLite store, recording its reads; it can run a write between a search's
-    clearance read and its read of whole context states, as a concurrent writer might."""
+    read of heads and its read of whole states, as a concurrent writer might."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.whole_reads: list[list[str]] = []
-        self.clearance_reads: list[list[str]] = []
+        self.head_reads: list[list[str]] = []
+        self.version_reads: list[list[str]] = []
         self.between: Callable[[], Awaitable[None]] | None = None
 
     async def fetch(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         self.whole_reads.append(list(element_ids))
         return await super().fetch(element_ids, as_of)
 
-    async def fetch_with_clearances(
-        self, whole_ids: Sequence[str], clearance_ids: Sequence[str], as_of: int | None
-    ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
-        self.whole_reads.append(list(whole_ids))
-        self.clearance_reads.append(list(clearance_ids))
-        found = await super().fetch_with_clearances(whole_ids, clearance_ids, as_of)
+    async def fetch_heads(
+        self, element_ids: Sequence[str], as_of: int | None
+    ) -> dict[str, StateHead]:
+        self.head_reads.append(list(element_ids))
+        found = await super().fetch_heads(element_ids, as_of)
         if self.between is not None:
             await self.between()
         return found
+
+    async def fetch_versions(self, heads: Sequence[StateHead]) -> dict[str, StoredState]:
+        self.version_reads.append([h.element_id for h in heads])
+        return await super().fetch_versions(heads)
 
 
 # The context mode, asked for: these tests are about how its context nodes are read (the
@@ -369,9 +373,9 @@ async def _context_fixture(
     return planner, writer, sor, graph
 
 
-async def test_context_nodes_are_read_whole_only_when_shown(tmp_path: Path) -> None:
-    """Clearance for every reached node, whole states for the results' context in one more
-    read; candidates are read whole once."""
+async def test_only_the_page_and_its_context_are_read_whole(tmp_path: Path) -> None:
+    """Heads of every candidate and reached node in one read; whole states of the page's
+    results and their context nodes in one more (ADR 51)."""
     planner, _, sor, graph = await _context_fixture(tmp_path)
     try:
         request = SearchRequest(query="alpha", limit=1, element_types=["Document"], **CONTEXT)
@@ -384,8 +388,9 @@ async def test_context_nodes_are_read_whole_only_when_shown(tmp_path: Path) -> N
         ("r", "repo"),
         ("x", "decision"),
     ]
-    assert sor.whole_reads == [["d"], ["p", "r", "x"]]
-    assert sor.clearance_reads == [["p", "r", "x"]]
+    assert sor.head_reads == [["d", "p", "r", "x"]]
+    assert sor.version_reads == [["d", "p", "r", "x"]]
+    assert sor.whole_reads == []
 
 
 async def test_a_context_node_hidden_between_the_reads_is_dropped_with_what_it_led_to(

@@ -139,10 +139,10 @@ async def test_a_clearance_raised_on_the_primary_holds_while_the_standby_lags(
         await routed.commit(WriteBatch(states=[raised], retire=[("doc:b", 1, 200)], hlc=200))
         primary_reads = routed.read_counts()["primary"]
         with read_scope() as reads:
-            clearances = await routed.fetch_clearances(["doc:b"], None)
+            heads = await routed.fetch_heads(["doc:b"], None)
         # The standby still holds version 1 (public); the answer is the primary's.
-        assert clearances["doc:b"].version == 2
-        assert clearances["doc:b"].sensitivity_rank == RESTRICTED_RANK
+        assert heads["doc:b"].version == 2
+        assert heads["doc:b"].sensitivity_rank == RESTRICTED_RANK
         assert routed.read_counts()["primary"] == primary_reads + 1
         assert [n.backend for n in reads.notices] == ["postgres standby 1"]
         assert "behind the primary" in reads.notices[0].reason

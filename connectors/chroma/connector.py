@@ -342,7 +342,7 @@ class ChromaConnector(Connector, VectorCapable):
                     n_results=len(chunk_ids),
                     include=["distances"],
                 )
-                return _passing_hits(result, self._directory, search_filter)
+                return _with_text(self._directory, _passing(result, self._directory, search_filter))
             hits: list[ChunkHit] = []
             for start in range(0, len(ids), _BATCH):
                 page = collection.get(
@@ -405,10 +405,10 @@ def _search_directory(
     fetch = k * _OVERFETCH
     for attempt in range(2):
         result = collection.query(query_embeddings=[query], n_results=fetch, include=["distances"])
-        hits = _passing_hits(result, directory, search_filter)
+        hits = _passing(result, directory, search_filter)
         seen = len(result["ids"][0])
         if len(hits) >= k or seen < fetch:
-            return hits[:k]  # enough, or the whole collection was seen
+            return _with_text(directory, hits[:k])  # enough, or the whole collection was seen
         rate = len(hits) / seen
         wanted = math.ceil(1.5 * k / rate) if rate else _WIDEST + 1
         if attempt or wanted > _WIDEST:
@@ -423,26 +423,36 @@ def _search_directory(
         n_results=min(k, len(allowed)),
         include=["distances"],
     )
-    return _passing_hits(result, directory, search_filter)[:k]
+    return _with_text(directory, _passing(result, directory, search_filter)[:k])
 
 
-def _passing_hits(
-    result: Any, directory: ChunkDirectory, search_filter: SearchFilter
-) -> list[ChunkHit]:
-    """The hits of an ids-and-distances query that pass the filter, nearest first."""
+# A hit that passed the filter, before its text is read: (chunk, element, version, score).
+_Passing = tuple[str, str, int, float]
+
+
+def _passing(result: Any, directory: ChunkDirectory, search_filter: SearchFilter) -> list[_Passing]:
+    """The hits of an ids-and-distances query that pass the filter, nearest first.
+
+    Without their text: a search over-fetches four times what it keeps, and reading the
+    text of every hit was most of the directory's cost (ADR 51).
+    """
     ids: list[str] = result["ids"][0]
     distances: list[float] = result["distances"][0]
     passing = directory.passing(ids, search_filter)
     return [
-        ChunkHit(
-            chunk_id=cid,
-            element_id=passing[cid][0],
-            version=passing[cid][1],
-            text=passing[cid][2],
-            score=1.0 - float(distance),
-        )
+        (cid, *passing[cid], 1.0 - float(distance))
         for cid, distance in zip(ids, distances, strict=True)
         if cid in passing
+    ]
+
+
+def _with_text(directory: ChunkDirectory, hits: Sequence[_Passing]) -> list[ChunkHit]:
+    """The hits kept, with their text, read in one lookup."""
+    texts = directory.texts([cid for cid, *_ in hits])
+    return [
+        ChunkHit(chunk_id=cid, element_id=eid, version=version, text=texts[cid], score=score)
+        for cid, eid, version, score in hits
+        if cid in texts
     ]
 
 

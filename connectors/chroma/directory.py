@@ -57,16 +57,19 @@ _UPSERT_TEXT = "INSERT OR REPLACE INTO chunk_text VALUES (?,?)"
 _IDS = "(SELECT value FROM json_each(?))"
 # One JSON row (connectors/sqlite/json_rows.py): a search reads it beside other threads.
 _PASSING_SQL = (
-    f"SELECT {json_array_rows('t.chunk_id, t.element_id, t.version, x.text')} "  # noqa: S608
-    "FROM chunks t JOIN chunk_text x ON x.chunk_id = t.chunk_id "
-    f"WHERE t.chunk_id IN {_IDS} AND {{where}}"
+    f"SELECT {json_array_rows('t.chunk_id, t.element_id, t.version')} "  # noqa: S608
+    f"FROM chunks t WHERE t.chunk_id IN {_IDS} AND {{where}}"
+)
+_TEXTS_SQL = (
+    f"SELECT {json_array_rows('x.chunk_id, x.text')} "  # noqa: S608
+    f"FROM chunk_text x WHERE x.chunk_id IN {_IDS}"
 )
 _MATCHING_SQL = "SELECT t.chunk_id FROM chunks t WHERE {where}"
 _OF_ELEMENTS_SQL = f"SELECT t.chunk_id FROM chunks t WHERE t.element_id IN {_IDS} AND {{where}}"  # noqa: S608
 _PAGE = 2000
 
-# (element_id, version, text) of a chunk that passed a filter.
-Passing = tuple[str, int, str]
+# (element_id, version) of a chunk that passed a filter.
+Passing = tuple[str, int]
 
 
 class ChunkDirectory:
@@ -127,14 +130,21 @@ class ChunkDirectory:
         return dict(self._reader().execute("SELECT chunk_id, valid_to FROM chunks"))
 
     def passing(self, chunk_ids: Sequence[str], search_filter: SearchFilter) -> dict[str, Passing]:
-        """The chunks among `chunk_ids` that pass the filter, with their element and text."""
+        """The chunks among `chunk_ids` that pass the filter, with their element and version."""
         if not chunk_ids:
             return {}
         where, params = compile_filter(search_filter, table="t")
         rows = read_json_rows(
             self._reader(), _PASSING_SQL.format(where=where), (json.dumps(list(chunk_ids)), *params)
         )
-        return {cid: (eid, int(version), text) for cid, eid, version, text in rows}
+        return {cid: (eid, int(version)) for cid, eid, version in rows}
+
+    def texts(self, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """The text of each of `chunk_ids` the directory holds."""
+        if not chunk_ids:
+            return {}
+        rows = read_json_rows(self._reader(), _TEXTS_SQL, (json.dumps(list(chunk_ids)),))
+        return dict(rows)
 
     def matching(self, search_filter: SearchFilter) -> list[str]:
         """Every chunk id that passes the filter (a scan: for filters that pass few)."""

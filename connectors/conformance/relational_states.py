@@ -1,7 +1,8 @@
 """Conformance of `RelationalCapable`'s states: what a commit writes, and the reads of it.
 
 States round-trip field for field; a new version retires the old one and `fetch` reads the
-state valid at `as_of` (with the newest clearance); `fetch_clearances` agrees with `fetch`;
+state valid at `as_of` (with the newest clearance); `fetch_heads` agrees with `fetch`,
+and `fetch_versions` reads exactly the versions asked for;
 tombstones; chunks loaded back with their state's metadata; live ids by prefix, taken
 literally; and a commit that reuses a version fails whole, writing nothing.
 """
@@ -18,7 +19,7 @@ from connectors.conformance.data import HOSTILE_IDS, edge, rows, state
 from connectors.conformance.fixtures import ConformanceBase, Harness, claim
 from connectors.contract.errors import ConnectorError
 from connectors.contract.records import OPEN, ChunkRecord
-from connectors.contract.system_of_record import StateClearance, WriteBatch
+from connectors.contract.system_of_record import StateHead, WriteBatch
 
 
 class RelationalStatesConformance(ConformanceBase):
@@ -84,14 +85,13 @@ class RelationalStatesConformance(ConformanceBase):
         assert await relational.expected_chunks() == {"e@1#0": 200, "e@2#0": OPEN}
         assert await relational.latest_versions() == {"e": 2}
 
-    async def test_relational_clearances_are_those_of_fetch(
+    async def test_relational_heads_are_those_of_fetch(
         self, relational: RelationalCapable, harness: Harness
     ) -> None:
-        """`fetch_clearances` gives `fetch`'s clearance fields, now and as of any time.
+        """`fetch_heads` gives `fetch`'s states without their payloads, now and as of any time.
 
-        `fetch_with_clearances` gives both reads at once. Covers a reclassified element (the
-        newest clearance rides on an old state), a tombstone, a scoped element, hostile and
-        unknown ids, and an empty request.
+        Covers a reclassified element (the newest clearance rides on an old state), a
+        tombstone, a scoped element, hostile and unknown ids, and an empty request.
         """
         d = harness.dimension
         states = [
@@ -108,19 +108,38 @@ class RelationalStatesConformance(ConformanceBase):
         ids = ["e", "t", *HOSTILE_IDS, "missing"]
         for as_of in (None, 99, 100, 150, 200, 249, 250, 10_000):
             whole = await relational.fetch(ids, as_of)
-            expected = {eid: StateClearance.of(s) for eid, s in whole.items()}
-            assert await relational.fetch_clearances(ids, as_of) == expected, f"as_of={as_of}"
-            # Both reads in one call give what each gives alone, either side empty or not.
-            whole_ids, clearance_ids = ids[::2], ids[1::2]
-            assert await relational.fetch_with_clearances(whole_ids, clearance_ids, as_of) == (
-                await relational.fetch(whole_ids, as_of),
-                await relational.fetch_clearances(clearance_ids, as_of),
-            ), f"as_of={as_of}"
-            assert await relational.fetch_with_clearances([], ids, as_of) == ({}, expected)
-            assert await relational.fetch_with_clearances(ids, [], as_of) == (whole, {})
-        assert (await relational.fetch_clearances(["e"], 150))["e"].latest_sensitivity_rank == 3
-        assert (await relational.fetch_clearances(["t"], None))["t"].tombstone is True
-        assert await relational.fetch_clearances([], None) == {}
+            expected = {eid: StateHead.of(s) for eid, s in whole.items()}
+            assert await relational.fetch_heads(ids, as_of) == expected, f"as_of={as_of}"
+        assert (await relational.fetch_heads(["e"], 150))["e"].latest_sensitivity_rank == 3
+        assert (await relational.fetch_heads(["t"], None))["t"].tombstone is True
+        assert await relational.fetch_heads([], None) == {}
+
+    async def test_relational_versions_are_exact(self, relational: RelationalCapable) -> None:
+        """`fetch_versions` reads each head's own version, whole, with the newest clearance.
+
+        A head read before a new version was written still gets its own (older) state; the
+        newest clearance is the one now (so a reclassified element can be hidden again); a
+        version that does not exist is left out; hostile ids are data.
+        """
+        await relational.commit(
+            WriteBatch(
+                states=[state("e", 1, 100), *(state(i, 1, 100) for i in HOSTILE_IDS)], hlc=100
+            )
+        )
+        before = await relational.fetch_heads(["e", *HOSTILE_IDS], None)
+        reclassified = state("e", 2, 200, sensitivity_rank=3, scope="project:b")
+        await relational.commit(WriteBatch(states=[reclassified], retire=[("e", 1, 200)], hlc=200))
+        got = await relational.fetch_versions(list(before.values()))
+        assert set(got) == {"e", *HOSTILE_IDS}
+        assert got["e"] == (await relational.fetch(["e"], 150))["e"]
+        assert got["e"].version == 1
+        assert got["e"].payload == state("e", 1, 100).payload
+        assert (got["e"].latest_sensitivity_rank, got["e"].latest_scope) == (3, "project:b")
+        for hostile in HOSTILE_IDS:
+            assert got[hostile] == (await relational.fetch([hostile], None))[hostile]
+        missing = dataclasses.replace(before["e"], version=9)
+        assert await relational.fetch_versions([missing]) == {}
+        assert await relational.fetch_versions([]) == {}
 
     async def test_relational_tombstones(self, relational: RelationalCapable) -> None:
         """A tombstone is the newest state: listed, fetched, but no longer a live element."""

@@ -31,11 +31,24 @@ STATE_COLUMNS = (
     "filter_values",
 )
 """The `states` table: `StoredState`'s stored fields, of the same names, in row order."""
-CLEARANCE_COLUMNS = ("element_id", "version", "sensitivity_rank", "scope", "tombstone", "name")
-"""What clearance reads of a state (`StateClearance`'s fields of the same names).
+HEAD_COLUMNS = (
+    "element_id",
+    "version",
+    "hlc",
+    "element_type",
+    "name",
+    "sensitivity_rank",
+    "scope",
+    "timestamp_ms",
+    "tombstone",
+    "filter_values",
+)
+"""What ranking reads of a state: everything but its payload (`StateHead`'s fields).
 
-The name comes along (still from a covering index) so that a search can tell which graph
-nodes its query names (`uda.query.entities`) without reading their payloads.
+Clearance, type, name, time and filter values: what phase 3 needs to decide which
+candidates a caller may see and how they rank, read from a covering index, without the
+payloads that make the rows wide (ADR 51). The name tells which graph nodes a query names
+(`uda.query.entities`).
 """
 LATEST_COLUMNS = ("sensitivity_rank", "scope")
 """What a state query adds of the element's newest state (the `latest_*` fields)."""
@@ -231,52 +244,66 @@ def state_values(
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class StateClearance:
-    """What clearance needs of a state, without its payload.
+class StateHead:
+    """A state without its payload: what clearance and ranking read (ADR 51).
 
-    Phase 3 reads this for the nodes that can only be context (hundreds per search), and
-    whole states for the rest. The fields mean what `StoredState`'s of the same names mean.
+    Phase 3 reads heads of every candidate and every node the expansion reached (hundreds
+    per search), ranks on them, and reads whole states (`fetch_versions`) only for the page
+    it returns and its context nodes. The fields mean what `StoredState`'s of the same names
+    mean.
     """
 
     element_id: str
     version: int
+    hlc: int
+    element_type: str
+    name: str  # the element's name in this state (what a query may name it by)
     sensitivity_rank: int
     scope: str | None
+    timestamp_ms: int
     tombstone: bool
+    filter_values: Mapping[str, Scalar]
     latest_sensitivity_rank: int
     latest_scope: str | None
-    name: str = ""  # the element's name in this state (what a query may name it by)
 
     @classmethod
-    def of(cls, state: StoredState) -> StateClearance:
-        """The clearance part of a whole state."""
+    def of(cls, state: StoredState) -> StateHead:
+        """The head of a whole state."""
         return cls(
             element_id=state.element_id,
             version=state.version,
+            hlc=state.hlc,
+            element_type=state.element_type,
+            name=state.name,
             sensitivity_rank=state.sensitivity_rank,
             scope=state.scope,
+            timestamp_ms=state.timestamp_ms,
             tombstone=state.tombstone,
+            filter_values=state.filter_values,
             latest_sensitivity_rank=state.latest_sensitivity_rank,
             latest_scope=state.latest_scope,
-            name=state.name,
         )
 
 
-_CLEARANCE_FIELDS = _latest(CLEARANCE_COLUMNS)
+_HEAD_FIELDS = _latest(HEAD_COLUMNS)
 
 
-def clearance_from_row(row: Sequence[Any]) -> StateClearance:
-    """A clearance from a row of the clearance queries: `CLEARANCE_COLUMNS`, `LATEST_COLUMNS`."""
+def head_from_row(row: Sequence[Any]) -> StateHead:
+    """A head from a row of the head queries: `HEAD_COLUMNS`, then `LATEST_COLUMNS`."""
     # Spelled out for speed, as `state_from_row` (phase 3 reads hundreds of these per search).
-    return StateClearance(
+    return StateHead(
         element_id=row[0],
         version=row[1],
-        sensitivity_rank=row[2],
-        scope=row[3],
-        tombstone=bool(row[4]),
-        name=row[5],
-        latest_sensitivity_rank=row[6],
-        latest_scope=row[7],
+        hlc=row[2],
+        element_type=row[3],
+        name=row[4],
+        sensitivity_rank=row[5],
+        scope=row[6],
+        timestamp_ms=row[7],
+        tombstone=bool(row[8]),
+        filter_values=LazyJSON(row[9]),
+        latest_sensitivity_rank=row[10],
+        latest_scope=row[11],
     )
 
 
@@ -307,7 +334,9 @@ def _check_reader(reader: Callable[[Sequence[Any]], object], fields: Sequence[st
 if set(_STATE_FIELDS) != {f.name for f in fields(StoredState)}:
     raise TypeError("STATE_COLUMNS and LATEST_COLUMNS must name StoredState's fields")
 _check_reader(state_from_row, _STATE_FIELDS)
-_check_reader(clearance_from_row, _CLEARANCE_FIELDS)
+_check_reader(head_from_row, _HEAD_FIELDS)
+if set(_HEAD_FIELDS) != {f.name for f in fields(StateHead)}:
+    raise TypeError("HEAD_COLUMNS and LATEST_COLUMNS must name StateHead's fields")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,9 +18,8 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
-from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from connectors.base import RelationalCapable
@@ -32,12 +31,12 @@ from connectors.contract.saved_queries import SavedQueryRow
 from connectors.contract.selection import StateSelection
 from connectors.contract.system_of_record import (
     OutboxItem,
-    StateClearance,
+    StateHead,
     StoredState,
     WriteBatch,
     chunk_record_from_row,
     chunk_values,
-    clearance_from_row,
+    head_from_row,
     state_from_row,
     state_values,
 )
@@ -127,39 +126,23 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         """Each id's state as of `as_of`, with the newest state's clearance, in one query."""
         return await self._states(element_ids, as_of, self._read_select)
 
-    async def fetch_clearances(
+    async def fetch_heads(
         self, element_ids: Sequence[str], as_of: int | None
-    ) -> dict[str, StateClearance]:
-        """Each id's clearance as of `as_of` and its newest, without the payload."""
+    ) -> dict[str, StateHead]:
+        """Each id's head as of `as_of` and its newest clearance, without the payload."""
         ids = pv.storable(element_ids)
         if not ids:
             return {}
-        rows = await self._read_select(q.clearances_sql(as_of), {"ids": ids, "as_of": as_of})
-        return {row[0]: clearance_from_row(row) for row in rows}
+        rows = await self._read_select(q.heads_sql(as_of), {"ids": ids, "as_of": as_of})
+        return {row[0]: head_from_row(row) for row in rows}
 
-    async def fetch_with_clearances(
-        self, whole_ids: Sequence[str], clearance_ids: Sequence[str], as_of: int | None
-    ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
-        """Both reads on one connection in one pipeline: one round trip, not two."""
-        whole, cleared = pv.storable(whole_ids), pv.storable(clearance_ids)
-        if not whole or not cleared:
-            return await super().fetch_with_clearances(whole, cleared, as_of)
-
-        async def both(conn: AsyncConnection[Any]) -> tuple[list[Any], list[Any]]:
-            async with conn.pipeline():
-                states = await conn.execute(
-                    q.states_sql(as_of).encode(), {"ids": whole, "as_of": as_of}
-                )
-                clearances = await conn.execute(
-                    q.clearances_sql(as_of).encode(), {"ids": cleared, "as_of": as_of}
-                )
-            return await states.fetchall(), await clearances.fetchall()
-
-        state_rows, clearance_rows = await self._read(both)
-        return (
-            {row[0]: state_from_row(row) for row in state_rows},
-            {row[0]: clearance_from_row(row) for row in clearance_rows},
-        )
+    async def fetch_versions(self, heads: Sequence[StateHead]) -> dict[str, StoredState]:
+        """Whole states of exactly the heads' versions, with the newest clearance, one query."""
+        if not heads:
+            return {}
+        params = {"eids": [h.element_id for h in heads], "vers": [h.version for h in heads]}
+        rows = await self._read_select(q.VERSIONS, params)
+        return {row[0]: state_from_row(row) for row in rows}
 
     async def _states(
         self, element_ids: Sequence[str], as_of: int | None, select: Select

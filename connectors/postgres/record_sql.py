@@ -1,7 +1,7 @@
 """The system of record's fixed statements on PostgreSQL: states, chunks, edges, outbox.
 
 What `connectors.postgres.connector` runs to commit a batch, read states (as of a stamp,
-or only their clearance), live edges and chunks, and what the consistency check expects
+or only their heads), live edges and chunks, and what the consistency check expects
 the derived stores to hold. Columns are spelled from `connectors.contract.system_of_record`.
 Only fixed fragments are formatted into SQL (table aliases chosen here, `OPEN`); every id
 and value is a parameter.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from connectors.contract.records import OPEN
 from connectors.contract.system_of_record import (
     CHUNK_COLUMNS,
-    CLEARANCE_COLUMNS,
+    HEAD_COLUMNS,
     LATEST_COLUMNS,
     LOADED_CHUNK_COLUMNS,
     STATE_COLUMNS,
@@ -43,7 +43,7 @@ ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value, excluded.value)
 
 # Payload and filter values as JSON text, for `LazyJSON`.
 _STATE_SELECT = column_list(STATE_COLUMNS, "s", json_as="{}::text")
-_CLEARANCE_SELECT = column_list(CLEARANCE_COLUMNS, "s")
+_HEAD_SELECT = column_list(HEAD_COLUMNS, "s", json_as="{}::text")
 
 
 def states_sql(as_of: int | None) -> str:
@@ -55,9 +55,20 @@ def states_sql(as_of: int | None) -> str:
     return _state_rows_sql(_STATE_SELECT, as_of)
 
 
-def clearances_sql(as_of: int | None) -> str:
-    """`states_sql` for the `StateClearance` columns only (no payload)."""
-    return _state_rows_sql(_CLEARANCE_SELECT, as_of)
+def heads_sql(as_of: int | None) -> str:
+    """`states_sql` for the `StateHead` columns only: no payload, so none is detoasted."""
+    return _state_rows_sql(_HEAD_SELECT, as_of)
+
+
+# Whole states of exact (element, version) pairs, with the newest state's clearance now.
+VERSIONS = f"""
+WITH keys AS (
+    SELECT DISTINCT eid, ver FROM unnest(%(eids)s::text[], %(vers)s::int[]) AS k(eid, ver))
+SELECT {_STATE_SELECT}, {column_list(LATEST_COLUMNS, "l")}
+FROM keys
+JOIN states s ON s.element_id = keys.eid AND s.version = keys.ver
+JOIN states l ON l.element_id = keys.eid AND l.valid_to = {OPEN}
+"""  # noqa: S608 - fixed fragments only
 
 
 def _state_rows_sql(columns: str, as_of: int | None) -> str:

@@ -43,9 +43,9 @@ CREATE TABLE IF NOT EXISTS states (
     filter_values jsonb NOT NULL,
     PRIMARY KEY (element_id, version)
 ){by_hash};
--- Current-state lookups, covering what clearance reads: a search checks the clearance of
--- every node its expansion reached without reading those rows (index-only once vacuumed);
--- with the name, which tells which nodes a query names (uda/query/entities.py).
+-- Current-state lookups for a state's head (everything but the payload, ADR 51): a search
+-- reads the heads of every candidate and node its expansion reached; a large payload stays
+-- in TOAST, unread. Not covering: filter values could pass a B-tree entry's size limit.
 CREATE INDEX IF NOT EXISTS states_clearance_named ON states (element_id)
     INCLUDE (version, sensitivity_rank, scope, tombstone, name) WHERE valid_to = {OPEN};
 DROP INDEX IF EXISTS states_clearance;

@@ -6,7 +6,7 @@ from connectors.analyzer import WORD_TERM_SQL
 from connectors.contract.records import OPEN
 from connectors.contract.system_of_record import (
     CHUNK_COLUMNS,
-    CLEARANCE_COLUMNS,
+    HEAD_COLUMNS,
     LATEST_COLUMNS,
     LOADED_CHUNK_COLUMNS,
     STATE_COLUMNS,
@@ -32,11 +32,13 @@ CREATE TABLE IF NOT EXISTS states (
     filter_values TEXT NOT NULL,
     PRIMARY KEY (element_id, version)
 ) WITHOUT ROWID;
--- Current and as-of lookups, covering what clearance reads: a search checks the clearance of
--- every node its expansion reached without reading those rows (payloads make them wide).
--- The name is covered too: it tells which nodes a query names (uda/query/entities.py).
-CREATE INDEX IF NOT EXISTS states_clearance_named
-    ON states (element_id, valid_to, hlc, sensitivity_rank, scope, tombstone, name);
+-- Current and as-of lookups, covering a state's head (everything but the payload): a search
+-- ranks its candidates and checks every node its expansion reached without reading those
+-- rows, which payloads make wide (ADR 51). Built when an older store is opened.
+CREATE INDEX IF NOT EXISTS states_head ON states (
+    element_id, valid_to, hlc, sensitivity_rank, scope, tombstone, name, element_type,
+    timestamp_ms, filter_values);
+DROP INDEX IF EXISTS states_clearance_named;
 DROP INDEX IF EXISTS states_clearance;
 DROP INDEX IF EXISTS states_current;
 -- Aggregates (connectors/sqlite/aggregation.py): current live states by type and clearance,
@@ -217,7 +219,16 @@ JOIN states s ON s.element_id = c.element_id AND s.version = c.version
 ORDER BY c.element_id, c.version, c.idx
 """  # noqa: S608 - fixed fragments only
 STATE_SELECT = column_list(STATE_COLUMNS, "s")
-CLEARANCE_SELECT = column_list(CLEARANCE_COLUMNS, "s")
+HEAD_SELECT = column_list(HEAD_COLUMNS, "s")
+# Whole states of exact (element, version) pairs, given as a JSON array of pairs in `?1`,
+# with the newest state's clearance as it is now.
+VERSIONS_SQL = f"""
+WITH keys(eid, ver) AS (
+    SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1))
+SELECT {json_array_rows(f"{STATE_SELECT}, {column_list(LATEST_COLUMNS, 'l')}")}
+FROM keys JOIN states s ON s.element_id = keys.eid AND s.version = keys.ver
+JOIN states l ON l.element_id = keys.eid AND l.valid_to = {OPEN}
+"""  # noqa: S608 - fixed fragments only
 
 
 def state_rows_sql(columns: str, as_of: int | None) -> str:
@@ -225,9 +236,9 @@ def state_rows_sql(columns: str, as_of: int | None) -> str:
 
     All rows come as one JSON array (`connectors.sqlite.json_rows`).
 
-    Ids come as JSON in `?1`. With `CLEARANCE_SELECT` it reads the `states_clearance_named` index
-    only. A current state is the newest, so its clearance is the newest clearance; an older
-    one takes it from the current row.
+    Ids come as JSON in `?1`. With `HEAD_SELECT` it reads the `states_head` index only. A
+    current state is the newest, so its clearance is the newest clearance; an older one
+    takes it from the current row.
     """
     if as_of is None:
         latest, join, validity = column_list(LATEST_COLUMNS, "s"), "", "s.valid_to = ?2"

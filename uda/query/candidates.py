@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from connectors.contract.filter_tree import evaluate
 from connectors.contract.records import ChunkHit
-from connectors.contract.system_of_record import StoredState
+from connectors.contract.system_of_record import StateHead, StoredState
 from ontology import element_class
 from uda.query.filters.related import Neighbours
 from uda.query.graph_context import Adjacency
@@ -43,7 +43,7 @@ class Phase1:
 def eligible_candidates(
     plan: Plan,
     candidate_ids: Sequence[str],
-    states: Mapping[str, StoredState],
+    states: Mapping[str, StateHead],
     visible: set[str],
     semantic_raw: Mapping[str, tuple[float, str]],
     lexical_raw: Mapping[str, tuple[float, str]],
@@ -62,7 +62,7 @@ def eligible_candidates(
 def graph_candidates(
     plan: Plan,
     graph_nodes: set[str],
-    states: Mapping[str, StoredState],
+    states: Mapping[str, StateHead],
     visible: set[str],
     adj: Adjacency,
     known: set[str],
@@ -86,7 +86,7 @@ def collapse(hits: Iterable[ChunkHit], into: dict[tuple[str, int], BestChunk]) -
 
 
 def leg_scores(
-    best: Mapping[tuple[str, int], BestChunk], states: Mapping[str, StoredState], visible: set[str]
+    best: Mapping[tuple[str, int], BestChunk], states: Mapping[str, StateHead], visible: set[str]
 ) -> dict[str, tuple[float, str]]:
     """Raw scores of visible candidates, from the chunks of the state being returned only.
 
@@ -99,7 +99,7 @@ def leg_scores(
     return out
 
 
-def eligible(plan: Plan, state: StoredState, neighbours: Neighbours) -> bool:
+def eligible(plan: Plan, state: StateHead | StoredState, neighbours: Neighbours) -> bool:
     """A candidate must be a searchable type of the request and match the filter tree."""
     cls = element_class(state.element_type)
     if cls is None or not cls.knowledge_asset or state.element_type not in plan.element_types:

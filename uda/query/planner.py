@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from connectors.base import Connector, RelationalCapable
 from connectors.contract.graph_shape import EVERYTHING, GraphShape, ShapeClearance
 from connectors.contract.reads import read_scope
 from connectors.contract.records import GraphEdge
-from connectors.contract.system_of_record import StoredState
+from connectors.contract.system_of_record import StateHead, StoredState
 from uda.config import SearchDefaults
 from uda.embedding import Embedder
 from uda.errors import MissingCapabilityError, PlanError, UDAError
@@ -66,7 +67,7 @@ class Planner:
 
     Args:
         connectors: the profile's connectors; at least one must be `VectorCapable`.
-        system_of_record: where whole states and clearances are read.
+        system_of_record: where heads and whole states are read.
         embedder: embeds the query for the semantic leg.
         defaults: the profile's search defaults, for what a request leaves unset.
         fusion: how the legs' ranks are combined (default: `ReciprocalRankFusion`).
@@ -261,14 +262,13 @@ class Planner:
         ids = [state.element_id for state in page.states]
         edges, graph_nodes = await self._timed(plan, "phase2", self._reads.expand(plan, guard, ids))
         states = {state.element_id: state for state in page.states}
-        _, clearances = await self._reads.states(
-            plan, guard, [], sorted(graph_nodes - states.keys())
-        )
+        heads = await self._reads.heads(plan, guard, sorted(graph_nodes - states.keys()))
+        heads.update({eid: StateHead.of(state) for eid, state in states.items()})
         visible = set(states) | {
-            eid for eid, clearance in clearances.items() if state_visible(plan.clearance, clearance)
+            eid for eid, head in heads.items() if state_visible(plan.clearance, head)
         }
         _, adj = reachable_subgraph(edges, visible, ids, plan.expand_depth, plan.backward_hops)
-        context = await self._context(plan, guard, ids, adj, states)
+        context = await self._context(plan, guard, ids, adj, heads, states)
         return SearchResponse(
             plan=plan,
             ranked=[structured_result(states[eid], context[eid]) for eid in ids],
@@ -301,37 +301,38 @@ class Planner:
     ) -> SearchResponse:
         """Clearance, eligibility, graph candidates, decay, centrality, fusion, context.
 
-        Visibility is decided once, on the states and clearances read together; candidates
-        are the visible states the request may return (with `graph_candidates`, also those
-        the expansion reached); every leg is decayed and ranked over them and the ranks are
-        fused; the best get their context nodes, read whole and checked again.
+        Visibility is decided once, on the heads (states without payloads) of every
+        candidate and reached node, read together; candidates are the visible states the
+        request may return (with `graph_candidates`, also those the expansion reached);
+        every leg is decayed and ranked over them and the ranks are fused; only the page
+        and its context nodes are read whole, at the versions ranked, and checked again.
         """
-        states, visible, names = await self._visible_states(plan, guard, candidate_ids, graph_nodes)
+        heads, visible, names = await self._visible_heads(plan, guard, candidate_ids, graph_nodes)
         seeds = [eid for eid in candidate_ids if eid in visible]
         seen_edges, adj = reachable_subgraph(
             edges, visible, seeds, plan.expand_depth, plan.backward_hops
         )
-        semantic_raw = leg_scores(phase1.semantic, states, visible)
-        lexical_raw = leg_scores(phase1.lexical, states, visible)
+        semantic_raw = leg_scores(phase1.semantic, heads, visible)
+        lexical_raw = leg_scores(phase1.lexical, heads, visible)
         neighbours = await self._reads.neighbours(
-            plan, guard, [eid for eid in states if eid in visible]
+            plan, guard, [eid for eid in heads if eid in visible]
         )
         candidates = eligible_candidates(
-            plan, candidate_ids, states, visible, semantic_raw, lexical_raw, neighbours
+            plan, candidate_ids, heads, visible, semantic_raw, lexical_raw, neighbours
         )
         if plan.graph_candidates:
             reached = graph_candidates(
-                plan, graph_nodes, states, visible, adj, set(candidates), neighbours
+                plan, graph_nodes, heads, visible, adj, set(candidates), neighbours
             )
             candidates += reached
             semantic_raw.update(
-                await self._reads.graph_semantic(plan, guard, query_vector, reached, states)
+                await self._reads.graph_semantic(plan, guard, query_vector, reached, heads)
             )
         evidence = rank(
             plan,
             self._fusion,
             candidates,
-            states,
+            heads,
             semantic_raw,
             lexical_raw,
             seen_edges,
@@ -341,35 +342,31 @@ class Planner:
         # A later page is a slice of the same ranking: same pool, same stamp, same clock.
         end = offset + plan.request.limit
         ordered = evidence.best(candidates, end)[offset:]
-        context = await self._context(plan, guard, ordered, adj, states)
+        context = await self._context(plan, guard, ordered, adj, heads, {})
         return SearchResponse(
             plan=plan,
-            ranked=[evidence.result(states[eid], context[eid]) for eid in ordered],
+            ranked=[
+                evidence.result(state, context[eid])
+                for eid in ordered
+                if (state := context.states.get(eid)) is not None
+            ],
             more=len(candidates) > end,
         )
 
-    async def _visible_states(
+    async def _visible_heads(
         self, plan: Plan, guard: Guard, candidate_ids: Sequence[str], graph_nodes: set[str]
-    ) -> tuple[dict[str, StoredState], set[str], dict[str, str]]:
-        """Whole states of what can be ranked, every id `plan.clearance` may see, their names.
+    ) -> tuple[dict[str, StateHead], set[str], dict[str, str]]:
+        """Heads of the candidates and reached nodes, the ids `plan.clearance` may see, names.
 
-        The names are the visible nodes' only: a hidden node is never named by a query.
+        Heads only: ranking needs no payload, and payloads made most of what this read
+        cost (ADR 51). The names are the visible nodes' only: a hidden node is never named
+        by a query.
         """
-        # Whole states for what can be ranked; clearance only for nodes that can only be
-        # context: most of those are never shown, and their payloads made most of the read.
-        whole: set[str] = set(candidate_ids)
-        if plan.graph_candidates:
-            whole |= graph_nodes
-        states, clearances = await self._reads.states(
-            plan, guard, sorted(whole), sorted(graph_nodes - whole)
-        )
+        heads = await self._reads.heads(plan, guard, sorted(set(candidate_ids) | graph_nodes))
         names = {
-            eid: record.name
-            for read in (states, clearances)
-            for eid, record in read.items()
-            if state_visible(plan.clearance, record)
+            eid: head.name for eid, head in heads.items() if state_visible(plan.clearance, head)
         }
-        return states, set(names), names
+        return heads, set(names), names
 
     async def _context(
         self,
@@ -377,20 +374,42 @@ class Planner:
         guard: Guard,
         ordered: Sequence[str],
         adj: Adjacency,
-        states: Mapping[str, StoredState],
-    ) -> dict[str, list[tuple[ContextHop, StoredState]]]:
-        """Each result's context nodes that are still visible, with their whole states."""
+        heads: Mapping[str, StateHead],
+        whole: Mapping[str, StoredState],
+    ) -> Context:
+        """The page's whole states, and each result's context nodes that are still visible.
+
+        One read hydrates the results and their context nodes together, at exactly the
+        versions that were ranked and checked (`whole`: states read whole already).
+        """
         hops_of = {
             eid: context_hops(
                 eid, adj, plan.expand_depth, plan.max_context_nodes, plan.backward_hops
             )
             for eid in ordered
         }
-        shown = await self._reads.context_states(plan, guard, hops_of, states)
-        return {
-            eid: [(hop, shown[hop.element_id]) for hop in hops_still_visible(hops, shown)]
-            for eid, hops in hops_of.items()
+        needed = dict.fromkeys(ordered) | {
+            hop.element_id: None for hops in hops_of.values() for hop in hops
         }
+        shown = await self._reads.hydrate(plan, guard, [heads[eid] for eid in needed], whole)
+        return Context(
+            states=shown,
+            hops={
+                eid: [(hop, shown[hop.element_id]) for hop in hops_still_visible(hops, shown)]
+                for eid, hops in hops_of.items()
+            },
+        )
+
+
+@dataclass(kw_only=True)
+class Context:
+    """A page's whole states by id, and each result's visible context nodes."""
+
+    states: Mapping[str, StoredState]
+    hops: Mapping[str, list[tuple[ContextHop, StoredState]]]
+
+    def __getitem__(self, element_id: str) -> list[tuple[ContextHop, StoredState]]:
+        return self.hops[element_id]
 
 
 def shape_clearance(request: SearchRequest) -> ShapeClearance:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from connectors.contract.records import GraphEdge
-from connectors.contract.system_of_record import StoredState
+from connectors.contract.system_of_record import StateHead, StoredState
 from uda.query.entities import linked_candidates
 from uda.query.exact import ExactMatch, ExactQuery, exact_boost
 from uda.query.fusion import (
@@ -98,7 +98,7 @@ def rank(
     plan: Plan,
     fusion: Fusion,
     candidates: Sequence[str],
-    states: Mapping[str, StoredState],
+    states: Mapping[str, StateHead],
     semantic_raw: Mapping[str, tuple[float, str]],
     lexical_raw: Mapping[str, tuple[float, str]],
     seen_edges: Sequence[GraphEdge],
@@ -188,7 +188,7 @@ def _contributions(
 def _perfect_matches(
     plan: Plan,
     candidates: Sequence[str],
-    states: Mapping[str, StoredState],
+    states: Mapping[str, StateHead],
     semantic_raw: Mapping[str, tuple[float, str]],
     lexical_raw: Mapping[str, tuple[float, str]],
 ) -> dict[str, ExactMatch]:
@@ -250,7 +250,7 @@ def _seed_legs(
     return found
 
 
-def _decay(plan: Plan, state: StoredState) -> float:
+def _decay(plan: Plan, state: StateHead) -> float:
     if not plan.decay:
         return 1.0
     age_days = (plan.as_of_ms - state.timestamp_ms) / 1000 / SECONDS_PER_DAY

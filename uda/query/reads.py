@@ -22,7 +22,7 @@ from connectors.base import (
 from connectors.contract.filter_tree import relation_predicates
 from connectors.contract.records import GraphEdge
 from connectors.contract.selection import StateSelection
-from connectors.contract.system_of_record import StateClearance, StoredState
+from connectors.contract.system_of_record import StateHead, StoredState
 from uda.errors import BackendUnavailableError
 from uda.query.candidates import BestChunk, Phase1, collapse, leg_scores
 from uda.query.clearance import state_visible
@@ -30,7 +30,6 @@ from uda.query.concurrency import together
 from uda.query.deadlines import Guard
 from uda.query.filters.related import NO_NEIGHBOURS, Neighbours, read_neighbours
 from uda.query.fusion import Leg
-from uda.query.graph_context import ContextHop
 from uda.query.online import OfflineStores
 from uda.query.plan import Plan
 
@@ -167,34 +166,31 @@ class StoreReads:
         """One page of a structured retrieval's states, from the system of record."""
         return await guard.required(self.sor_name, lambda: self.sor.select_states(selection))
 
-    async def states(
-        self, plan: Plan, guard: Guard, whole_ids: Sequence[str], clearance_ids: Sequence[str]
-    ) -> tuple[dict[str, StoredState], dict[str, StateClearance]]:
-        """Whole states of `whole_ids` and clearances of `clearance_ids`, in one call."""
+    async def heads(
+        self, plan: Plan, guard: Guard, element_ids: Sequence[str]
+    ) -> dict[str, StateHead]:
+        """The heads (states without payloads) of `element_ids`, in one call."""
         return await guard.required(
-            self.sor_name,
-            lambda: self.sor.fetch_with_clearances(whole_ids, clearance_ids, plan.as_of),
+            self.sor_name, lambda: self.sor.fetch_heads(element_ids, plan.as_of)
         )
 
-    async def context_states(
+    async def hydrate(
         self,
         plan: Plan,
         guard: Guard,
-        hops_of: Mapping[str, Sequence[ContextHop]],
-        states: Mapping[str, StoredState],
+        heads: Sequence[StateHead],
+        whole: Mapping[str, StoredState],
     ) -> dict[str, StoredState]:
-        """Whole states of the results' context nodes.
+        """Whole states of what a page shows: exactly the versions that were ranked.
 
-        Those read already are reused; the rest come in one more read, kept only if still
-        visible (they may have changed since their clearance was read).
+        States already read whole (`whole`, a structured page's) are reused; the rest come
+        in one read, kept only if still visible (the element may have been reclassified
+        since its head was read).
         """
-        needed = {hop.element_id for hops in hops_of.values() for hop in hops}
-        missing = sorted(needed - states.keys())
-        shown = {eid: states[eid] for eid in needed if eid in states}
+        shown = {h.element_id: whole[h.element_id] for h in heads if h.element_id in whole}
+        missing = [h for h in heads if h.element_id not in whole]
         if missing:
-            fetched = await guard.required(
-                self.sor_name, lambda: self.sor.fetch(missing, plan.as_of)
-            )
+            fetched = await guard.required(self.sor_name, lambda: self.sor.fetch_versions(missing))
             shown.update({eid: s for eid, s in fetched.items() if state_visible(plan.clearance, s)})
         return shown
 
@@ -204,7 +200,7 @@ class StoreReads:
         guard: Guard,
         query_vector: list[float],
         reached: Sequence[str],
-        states: Mapping[str, StoredState],
+        heads: Mapping[str, StateHead],
     ) -> dict[str, tuple[float, str]]:
         """Semantic scores of candidates found only through the graph.
 
@@ -229,7 +225,7 @@ class StoreReads:
         best: dict[tuple[str, int], BestChunk] = {}
         for hits in results:
             collapse(hits or (), best)
-        return leg_scores(best, states, set(reached))
+        return leg_scores(best, heads, set(reached))
 
 
 async def _nothing() -> None:

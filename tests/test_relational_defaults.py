@@ -1,0 +1,44 @@
+"""The base class's derived reads agree with the stores' own (a new connector gets them free).
+
+`RelationalCapable.fetch_heads` and `fetch_versions` have defaults derived from `fetch`, for
+a system of record that does not override them; SQLite overrides both with one query each.
+Both are run here on the same real store, after writes that make the default take its
+slower branch (a head whose element has a newer version since).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from connectors.base import RelationalCapable
+from connectors.conformance.data import state
+from connectors.contract.system_of_record import WriteBatch
+from connectors.sqlite.connector import SQLiteConnector
+
+
+async def test_the_defaults_read_what_the_store_reads(tmp_path: Path) -> None:
+    sor = SQLiteConnector(tmp_path / "sor.sqlite3")
+    await sor.connect()
+    try:
+        await sor.commit(WriteBatch(states=[state(e, 1, 100) for e in ("a", "b", "c")], hlc=100))
+        before = await sor.fetch_heads(["a", "b", "c"], None)
+        await sor.commit(
+            WriteBatch(
+                states=[state("a", 2, 200, sensitivity_rank=2), state("b", 2, 300)],
+                retire=[("a", 1, 200), ("b", 1, 300)],
+                hlc=300,
+            )
+        )
+        for as_of in (None, 150, 250):
+            ids = ["a", "b", "c", "missing"]
+            assert await RelationalCapable.fetch_heads(sor, ids, as_of) == await sor.fetch_heads(
+                ids, as_of
+            )
+        heads = [*before.values(), dataclasses.replace(before["c"], element_id="missing")]
+        derived = await RelationalCapable.fetch_versions(sor, heads)
+        assert derived == await sor.fetch_versions(heads)
+        assert {eid: s.version for eid, s in derived.items()} == {"a": 1, "b": 1, "c": 1}
+        assert derived["a"].latest_sensitivity_rank == 2  # the newest clearance, now
+    finally:
+        await sor.close()
