@@ -1,12 +1,15 @@
 """One turn of `benchmarks.revisions`, run inside a revision's own checkout.
 
-`python revision_turn.py build STORE CHUNKS QUERIES` fills an embedded store with the
-synthetic corpus; `python revision_turn.py measure STORE CHUNKS QUERIES` searches it as the
-scale suite does (limit 10, depth 2 then 1, callers rotating through four clearances, the
-query embedding excluded) and prints one JSON line: per depth, the p50 of the wall time,
+`python revision_turn.py build STORE CHUNKS QUERIES [CORPUS]` fills an embedded store with
+the synthetic corpus (or with `prose`: passages of real prose and code, one `internal`
+Document each, as `benchmarks.lexical_scale` builds them, searched by an `internal` caller
+with keyword and question queries in turn; revisions since that suite only);
+`python revision_turn.py measure STORE CHUNKS QUERIES [CORPUS]` searches it as the scale
+suite does (limit 10, depth 2 then 1, callers rotating through four clearances, the query
+embedding excluded) and prints one JSON line: per depth, the p50 of the wall time,
 of each planner phase, of hydrating the results, and of the process's CPU time per search
 (all its threads: what the search cost, whatever else the machine was doing).
-`python revision_turn.py serve STORE CHUNKS QUERIES` makes the same searches one at a time,
+`python revision_turn.py serve STORE CHUNKS QUERIES [CORPUS]` makes the same searches one at a time,
 as stdin asks (`J DEPTH` per line), and prints each one's figures as a JSON line.
 
 It imports only what every revision since the scale suite has had (`benchmarks.synthetic`,
@@ -45,26 +48,25 @@ def _own_checkout_first() -> None:
 def main(argv: list[str]) -> int:
     """Build or measure, as argv says."""
     action, store, chunks, queries = argv[0], Path(argv[1]), int(argv[2]), int(argv[3])
+    kind = argv[4] if len(argv) > 4 else "synthetic"
     _own_checkout_first()
     import uda
-    from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
     from uda.config import embedded_profile
 
-    corpus = SyntheticCorpus(spec=SyntheticSpec(chunks=chunks, queries=queries + WARMUP))
-    embedder = SyntheticEmbedder(corpus)
+    corpus = _prose(chunks, queries + WARMUP) if kind == "prose" else _synthetic(chunks, queries)
     profile = embedded_profile(store)
     if action == "build":
         started = time.perf_counter()
-        with uda.Client(profile, embedder=embedder) as client:
-            client.ingest(corpus.context_nodes())
-            for batch in corpus.batches():
-                client.ingest(batch.elements, batch.relations)
+        with uda.Client(profile, embedder=corpus.embedder) as client:
+            for elements, relations in corpus.batches():
+                client.ingest(elements, relations)
         print(json.dumps({"build_s": time.perf_counter() - started}))
         return 0
-    with uda.Client(profile, embedder=embedder) as client:
+    with uda.Client(profile, embedder=corpus.embedder) as client:
 
         def search(j: int, depth: int) -> dict[str, float]:
-            return _search_once(client, corpus.queries[j], CALLERS[j % len(CALLERS)], depth)
+            caller = corpus.callers[j % len(corpus.callers)]
+            return _search_once(client, corpus.queries[j], list(caller), depth)
 
         if action == "serve":
             return _serve(search)
@@ -79,6 +81,60 @@ def main(argv: list[str]) -> int:
             out[str(depth)] = {name: statistics.median(v) for name, v in figures.items()}
     print(json.dumps(out))
     return 0
+
+
+class _Corpus:
+    """What a turn builds and asks: batches of (elements, relations), queries, callers."""
+
+    def __init__(self, embedder, batches, queries, callers) -> None:
+        self.embedder = embedder
+        self.batches = batches
+        self.queries = queries
+        self.callers = callers
+
+
+def _synthetic(chunks: int, queries: int) -> _Corpus:
+    from benchmarks.synthetic import SyntheticCorpus, SyntheticEmbedder, SyntheticSpec
+
+    corpus = SyntheticCorpus(spec=SyntheticSpec(chunks=chunks, queries=queries + WARMUP))
+
+    def batches():
+        yield corpus.context_nodes(), ()
+        for batch in corpus.batches():
+            yield batch.elements, batch.relations
+
+    return _Corpus(SyntheticEmbedder(corpus), batches, corpus.queries, CALLERS)
+
+
+def _prose(passages: int, queries: int) -> _Corpus:
+    from datetime import UTC, datetime, timedelta
+
+    from benchmarks import lexical_scale as ls
+    from ontology import Document, Sensitivity
+
+    texts = ls.passages(ls.prose_root(), passages)
+    keywords = ls.queries(texts, queries, "keywords", ls.SEED)
+    questions = ls.queries(texts, queries, "questions", ls.SEED + 1)
+    asked = [(keywords if j % 2 == 0 else questions)[j // 2] for j in range(queries)]
+    epoch = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def batches(size: int = 500):
+        for first in range(0, len(texts), size):
+            yield (
+                [
+                    Document(
+                        element_id=f"p{i}",
+                        name=f"Passage {i}",
+                        text=texts[i],
+                        sensitivity=Sensitivity.INTERNAL,
+                        timestamp=epoch - timedelta(minutes=i),
+                    )
+                    for i in range(first, min(first + size, len(texts)))
+                ],
+                (),
+            )
+
+    return _Corpus(ls.RandomEmbedder(), batches, asked, (["internal"],))
 
 
 def _search_once(client, query: str, caller: list[str], depth: int) -> dict[str, float]:

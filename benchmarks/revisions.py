@@ -58,9 +58,9 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-def _turn(checkout: Path, action: str, store: Path, chunks: int, queries: int) -> dict:
+def _turn(checkout: Path, action: str, store: Path, chunks: int, queries: int, corpus: str) -> dict:
     done = subprocess.run(  # noqa: S603 - this interpreter and the project's own script
-        [sys.executable, str(TURN), action, str(store), str(chunks), str(queries)],
+        [sys.executable, str(TURN), action, str(store), str(chunks), str(queries), corpus],
         cwd=checkout,
         env={**os.environ, "PYTHONPATH": str(checkout)},
         capture_output=True,
@@ -76,11 +76,11 @@ def _turn(checkout: Path, action: str, store: Path, chunks: int, queries: int) -
 class _Searcher:
     """A revision's `revision_turn.py serve` process: one search per request, its figures."""
 
-    def __init__(self, checkout: Path, store: Path, chunks: int, queries: int) -> None:
+    def __init__(self, checkout: Path, store: Path, chunks: int, queries: int, corpus: str) -> None:
         self._name = checkout.name
         self._errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         self._process = subprocess.Popen(  # noqa: S603 - this interpreter and the project's script
-            [sys.executable, str(TURN), "serve", str(store), str(chunks), str(queries)],
+            [sys.executable, str(TURN), "serve", str(store), str(chunks), str(queries), corpus],
             cwd=checkout,
             env={**os.environ, "PYTHONPATH": str(checkout)},
             stdin=subprocess.PIPE,
@@ -123,7 +123,11 @@ class _Searcher:
 
 
 def _interleaved_turn(
-    checkouts: Mapping[str, Path], stores: Mapping[str, Path], chunks: int, queries: int
+    checkouts: Mapping[str, Path],
+    stores: Mapping[str, Path],
+    chunks: int,
+    queries: int,
+    corpus: str,
 ) -> tuple[dict[str, dict], dict[str, dict[str, list[float]]]]:
     """One turn of both revisions, search by search: each side's p50s, and per-search ratios.
 
@@ -135,7 +139,7 @@ def _interleaved_turn(
     searchers: dict[str, _Searcher] = {}
     try:
         for side in ("before", "after"):
-            searchers[side] = _Searcher(checkouts[side], stores[side], chunks, queries)
+            searchers[side] = _Searcher(checkouts[side], stores[side], chunks, queries, corpus)
         p50s: dict[str, dict] = {"before": {}, "after": {}}
         ratios: dict[str, dict[str, list[float]]] = {}
         for depth in TURN_DEPTHS:
@@ -227,7 +231,8 @@ def markdown(report: Mapping) -> str:
     lines = [
         f"# Search latency in turns: {b} -> {a}",
         "",
-        f"{report['chunks']:,} synthetic chunks, embedded profile, limit 10, "
+        f"{report['chunks']:,} {_CORPORA[report.get('corpus', 'synthetic')]}, embedded profile, "
+        "limit 10, "
         f"{report['queries']} queries per turn, {report['turns']} turns ({how}), "
         f"query embedding excluded. p50 in ms: median of the turns (lowest-highest).",
         "",
@@ -269,6 +274,13 @@ def markdown(report: Mapping) -> str:
     return "\n".join(lines) + "\n"
 
 
+_CORPORA = {
+    "synthetic": "synthetic chunks",
+    "prose": "passages of real prose and code (one internal Document each, searched as "
+    "internal, keyword and question queries in turn)",
+}
+
+
 def run(
     before: str,
     after: str,
@@ -278,6 +290,7 @@ def run(
     turns: int,
     work: Path,
     by_search: bool = True,
+    corpus: str = "synthetic",
     log=print,
 ) -> dict:
     """Check out, build and measure both revisions in turns; the report as a dict.
@@ -294,12 +307,12 @@ def run(
         for side, sha in commits.items():
             _git("worktree", "add", "--detach", "--force", str(checkouts[side]), sha)
             log(f"{side} {sha[:10]}: building {chunks:,} chunks")
-            built = _turn(checkouts[side], "build", stores[side], chunks, queries)
+            built = _turn(checkouts[side], "build", stores[side], chunks, queries, corpus)
             log(f"{side} {sha[:10]}: built in {built['build_s']:.0f} s")
         load_before = os.getloadavg()[0]
         for turn in range(1, turns + 1):
             if by_search:
-                p50s, ratios = _interleaved_turn(checkouts, stores, chunks, queries)
+                p50s, ratios = _interleaved_turn(checkouts, stores, chunks, queries, corpus)
                 for side in commits:
                     measured[side].append(p50s[side])
                 for depth, by_name in ratios.items():
@@ -308,7 +321,7 @@ def run(
             else:
                 for side in commits:
                     measured[side].append(
-                        _turn(checkouts[side], "measure", stores[side], chunks, queries)
+                        _turn(checkouts[side], "measure", stores[side], chunks, queries, corpus)
                     )
             log(
                 f"turn {turn}/{turns}: depth-2 p50 before {measured['before'][-1]['2']['wall']:.1f}"
@@ -322,6 +335,7 @@ def run(
     summaries = {side: summarise(measured[side]) for side in commits}
     return {
         "chunks": chunks,
+        "corpus": corpus,
         "queries": queries,
         "turns": turns,
         "interleaved": "search" if by_search else "turn",
@@ -370,6 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="timed queries per turn (200)")
     parser.add_argument("--turns", type=int, default=6, help="turns per revision (6)")
     parser.add_argument(
+        "--corpus",
+        choices=sorted(_CORPORA),
+        default="synthetic",
+        help="synthetic (default; any revision since the scale suite) or prose: passages of "
+        "real prose and code with full-length payloads (revisions since benchmarks.lexical_scale)",
+    )
+    parser.add_argument(
         "--by-turn",
         action="store_true",
         help="one process per revision and turn, one after the other (the first design); "
@@ -393,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
                 turns=args.turns,
                 work=Path(tmp),
                 by_search=not args.by_turn,
+                corpus=args.corpus,
                 log=lambda m: print(f"[{time.perf_counter() - started:7.1f}s] {m}", flush=True),
             )
     except RevisionError as exc:
@@ -400,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"{report['before']['commit'][:7]}..{report['after']['commit'][:7]}"
+    if args.corpus != "synthetic":
+        stem += f"-{args.corpus}"
     (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
     text = markdown(report)
     (args.out / f"{stem}.md").write_text(text)
