@@ -207,14 +207,16 @@ class RelationalCapable(ABC):
         """
 
     async def fetch_heads(
-        self, element_ids: Sequence[str], as_of: int | None
+        self, element_ids: Sequence[str], as_of: int | None, *, filter_values: bool = True
     ) -> dict[str, StateHead]:
         """`fetch`, but each state without its payload (`StateHead`), in one query.
 
         Phase 3 reads the heads of every candidate and every node its graph expansion
         reached (hundreds), ranks on them, and reads whole states for the page it returns
         (`fetch_versions`). A store overrides this with a query that skips the payload (an
-        index-only lookup, ADR 51); this default derives it from `fetch`.
+        index-only lookup, ADR 51); this default derives it from `fetch`. With
+        `filter_values=False` a store may leave the filter values unread (`UNREAD`): a
+        search whose filter has no value predicate never looks at them.
         """
         states = await self.fetch(element_ids, as_of)
         return {eid: StateHead.of(state) for eid, state in states.items()}

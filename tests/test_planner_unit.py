@@ -325,10 +325,10 @@ class ReclassifyingStore(SQLiteConnector):
         return await super().fetch(element_ids, as_of)
 
     async def fetch_heads(
-        self, element_ids: Sequence[str], as_of: int | None
+        self, element_ids: Sequence[str], as_of: int | None, *, filter_values: bool = True
     ) -> dict[str, StateHead]:
         self.head_reads.append(list(element_ids))
-        found = await super().fetch_heads(element_ids, as_of)
+        found = await super().fetch_heads(element_ids, as_of, filter_values=filter_values)
         if self.between is not None:
             await self.between()
         return found

@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from connectors.base import RelationalCapable
 from connectors.conformance.data import state
-from connectors.contract.system_of_record import WriteBatch
+from connectors.contract.system_of_record import UNREAD, WriteBatch
 from connectors.sqlite.connector import SQLiteConnector
 
 
@@ -42,3 +44,19 @@ async def test_the_defaults_read_what_the_store_reads(tmp_path: Path) -> None:
         assert derived["a"].latest_sensitivity_rank == 2  # the newest clearance, now
     finally:
         await sor.close()
+
+
+async def test_unread_filter_values_refuse_to_be_read(tmp_path: Path) -> None:
+    """A head read without its filter values cannot pass for an element without values."""
+    sor = SQLiteConnector(tmp_path / "sor.sqlite3")
+    await sor.connect()
+    try:
+        await sor.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
+        head = (await sor.fetch_heads(["a"], None, filter_values=False))["a"]
+    finally:
+        await sor.close()
+    assert head.filter_values is UNREAD
+    with pytest.raises(LookupError, match="without its filter values"):
+        _ = head.filter_values["element_type"]
+    with pytest.raises(LookupError):
+        dict(head.filter_values)

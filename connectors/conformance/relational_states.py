@@ -19,7 +19,7 @@ from connectors.conformance.data import HOSTILE_IDS, edge, rows, state
 from connectors.conformance.fixtures import ConformanceBase, Harness, claim
 from connectors.contract.errors import ConnectorError
 from connectors.contract.records import OPEN, ChunkRecord
-from connectors.contract.system_of_record import StateHead, WriteBatch
+from connectors.contract.system_of_record import UNREAD, StateHead, WriteBatch
 
 
 class RelationalStatesConformance(ConformanceBase):
@@ -110,6 +110,15 @@ class RelationalStatesConformance(ConformanceBase):
             whole = await relational.fetch(ids, as_of)
             expected = {eid: StateHead.of(s) for eid, s in whole.items()}
             assert await relational.fetch_heads(ids, as_of) == expected, f"as_of={as_of}"
+            # Without filter values: the same heads, their values unread (or read anyway).
+            bare = await relational.fetch_heads(ids, as_of, filter_values=False)
+            assert set(bare) == set(expected)
+            for eid, head in bare.items():
+                values = head.filter_values
+                if values is not UNREAD:
+                    assert values == expected[eid].filter_values
+                full = dataclasses.replace(head, filter_values=expected[eid].filter_values)
+                assert full == expected[eid], f"as_of={as_of}"
         assert (await relational.fetch_heads(["e"], 150))["e"].latest_sensitivity_rank == 3
         assert (await relational.fetch_heads(["t"], None))["t"].tombstone is True
         assert await relational.fetch_heads([], None) == {}

@@ -243,6 +243,35 @@ def state_values(
     return _values(state, STATE_COLUMNS, dict.fromkeys(JSON_COLUMNS, _json(json_value)))
 
 
+class UnreadValues(Mapping[str, Any]):
+    """The filter values of a head read without them (`fetch_heads(filter_values=False)`).
+
+    A search whose filter has no value predicate does not need them, and they were a third
+    of what a head read moved. Any use of these is a bug, and raises instead of answering
+    as if the element had no values.
+    """
+
+    __slots__ = ()
+
+    def _unread(self) -> LookupError:
+        return LookupError("this head was read without its filter values")
+
+    def __getitem__(self, key: str) -> Any:
+        raise self._unread()
+
+    def __iter__(self) -> Iterator[str]:
+        raise self._unread()
+
+    def __len__(self) -> int:
+        raise self._unread()
+
+    def __repr__(self) -> str:
+        return "UNREAD"
+
+
+UNREAD = UnreadValues()
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StateHead:
     """A state without its payload: what clearance and ranking read (ADR 51).
@@ -289,7 +318,10 @@ _HEAD_FIELDS = _latest(HEAD_COLUMNS)
 
 
 def head_from_row(row: Sequence[Any]) -> StateHead:
-    """A head from a row of the head queries: `HEAD_COLUMNS`, then `LATEST_COLUMNS`."""
+    """A head from a row of the head queries: `HEAD_COLUMNS`, then `LATEST_COLUMNS`.
+
+    Filter values selected as NULL (a read without them) become `UNREAD`.
+    """
     # Spelled out for speed, as `state_from_row` (phase 3 reads hundreds of these per search).
     return StateHead(
         element_id=row[0],
@@ -301,7 +333,7 @@ def head_from_row(row: Sequence[Any]) -> StateHead:
         scope=row[6],
         timestamp_ms=row[7],
         tombstone=bool(row[8]),
-        filter_values=LazyJSON(row[9]),
+        filter_values=UNREAD if row[9] is None else LazyJSON(row[9]),
         latest_sensitivity_rank=row[10],
         latest_scope=row[11],
     )

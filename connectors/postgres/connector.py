@@ -127,13 +127,14 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
         return await self._states(element_ids, as_of, self._read_select)
 
     async def fetch_heads(
-        self, element_ids: Sequence[str], as_of: int | None
+        self, element_ids: Sequence[str], as_of: int | None, *, filter_values: bool = True
     ) -> dict[str, StateHead]:
         """Each id's head as of `as_of` and its newest clearance, without the payload."""
         ids = pv.storable(element_ids)
         if not ids:
             return {}
-        rows = await self._read_select(q.heads_sql(as_of), {"ids": ids, "as_of": as_of})
+        sql = q.heads_sql(as_of, filter_values)
+        rows = await self._read_select(sql, {"ids": ids, "as_of": as_of})
         return {row[0]: head_from_row(row) for row in rows}
 
     async def fetch_versions(self, heads: Sequence[StateHead]) -> dict[str, StoredState]:

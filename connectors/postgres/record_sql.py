@@ -44,6 +44,7 @@ ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value, excluded.value)
 # Payload and filter values as JSON text, for `LazyJSON`.
 _STATE_SELECT = column_list(STATE_COLUMNS, "s", json_as="{}::text")
 _HEAD_SELECT = column_list(HEAD_COLUMNS, "s", json_as="{}::text")
+_HEAD_SELECT_WITHOUT_VALUES = column_list(HEAD_COLUMNS, "s", json_as="NULL")
 
 
 def states_sql(as_of: int | None) -> str:
@@ -55,9 +56,12 @@ def states_sql(as_of: int | None) -> str:
     return _state_rows_sql(_STATE_SELECT, as_of)
 
 
-def heads_sql(as_of: int | None) -> str:
-    """`states_sql` for the `StateHead` columns only: no payload, so none is detoasted."""
-    return _state_rows_sql(_HEAD_SELECT, as_of)
+def heads_sql(as_of: int | None, filter_values: bool = True) -> str:
+    """`states_sql` for the `StateHead` columns only: no payload, so none is detoasted.
+
+    Without `filter_values` they are selected as NULL (`UNREAD`).
+    """
+    return _state_rows_sql(_HEAD_SELECT if filter_values else _HEAD_SELECT_WITHOUT_VALUES, as_of)
 
 
 # Whole states of exact (element, version) pairs, with the newest state's clearance now.

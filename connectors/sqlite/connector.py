@@ -49,6 +49,7 @@ from connectors.sqlite.schema import (
     EXPECTED_CHUNKS_SQL,
     EXPECTED_EDGES_SQL,
     HEAD_SELECT,
+    HEAD_SELECT_WITHOUT_VALUES,
     INSERT_CHUNK_SQL,
     INSERT_STATE_SQL,
     LATEST_VERSIONS_SQL,
@@ -193,10 +194,11 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
         return await self._run(lambda: self._states(element_ids, as_of))
 
     async def fetch_heads(
-        self, element_ids: Sequence[str], as_of: int | None
+        self, element_ids: Sequence[str], as_of: int | None, *, filter_values: bool = True
     ) -> dict[str, StateHead]:
         """Each id's head as of `as_of` and its newest clearance, from the covering index only."""
-        return await self._run(lambda: self._heads(element_ids, as_of))
+        columns = HEAD_SELECT if filter_values else HEAD_SELECT_WITHOUT_VALUES
+        return await self._run(lambda: self._heads(element_ids, as_of, columns))
 
     async def fetch_versions(self, heads: Sequence[StateHead]) -> dict[str, StoredState]:
         """Whole states of exactly the heads' versions, with the newest clearance, one query."""
@@ -210,8 +212,10 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
 
         return await self._run(read)
 
-    def _heads(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StateHead]:
-        rows = self._state_rows(HEAD_SELECT, element_ids, as_of)
+    def _heads(
+        self, element_ids: Sequence[str], as_of: int | None, columns: str
+    ) -> dict[str, StateHead]:
+        rows = self._state_rows(columns, element_ids, as_of)
         return {row[0]: head_from_row(row) for row in rows}
 
     def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:

@@ -220,6 +220,7 @@ ORDER BY c.element_id, c.version, c.idx
 """  # noqa: S608 - fixed fragments only
 STATE_SELECT = column_list(STATE_COLUMNS, "s")
 HEAD_SELECT = column_list(HEAD_COLUMNS, "s")
+HEAD_SELECT_WITHOUT_VALUES = column_list(HEAD_COLUMNS, "s", json_as="NULL")
 # Whole states of exact (element, version) pairs, given as a JSON array of pairs in `?1`,
 # with the newest state's clearance as it is now.
 VERSIONS_SQL = f"""

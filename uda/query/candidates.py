@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from connectors.contract.filter_tree import evaluate
+from connectors.contract.filter_tree import evaluate, leaves
+from connectors.contract.predicates import Predicate
 from connectors.contract.records import ChunkHit
 from connectors.contract.system_of_record import StateHead, StoredState
 from ontology import element_class
@@ -99,6 +100,14 @@ def leg_scores(
     return out
 
 
+def needs_filter_values(plan: Plan) -> bool:
+    """Whether `eligible` reads the candidates' filter values: a value predicate asks.
+
+    Relation predicates read the neighbours' values (`Neighbours`), not the candidate's.
+    """
+    return any(isinstance(leaf, Predicate) for leaf in leaves(plan.filter))
+
+
 def eligible(plan: Plan, state: StateHead | StoredState, neighbours: Neighbours) -> bool:
     """A candidate must be a searchable type of the request and match the filter tree."""
     cls = element_class(state.element_type)
@@ -115,4 +124,5 @@ __all__ = [
     "eligible_candidates",
     "graph_candidates",
     "leg_scores",
+    "needs_filter_values",
 ]

@@ -35,6 +35,7 @@ from uda.query.candidates import (
     eligible_candidates,
     graph_candidates,
     leg_scores,
+    needs_filter_values,
 )
 from uda.query.clearance import Clearance, state_visible
 from uda.query.contracts import SearchRequest
@@ -262,7 +263,9 @@ class Planner:
         ids = [state.element_id for state in page.states]
         edges, graph_nodes = await self._timed(plan, "phase2", self._reads.expand(plan, guard, ids))
         states = {state.element_id: state for state in page.states}
-        heads = await self._reads.heads(plan, guard, sorted(graph_nodes - states.keys()))
+        heads = await self._reads.heads(
+            plan, guard, sorted(graph_nodes - states.keys()), filter_values=False
+        )
         heads.update({eid: StateHead.of(state) for eid, state in states.items()})
         visible = set(states) | {
             eid for eid, head in heads.items() if state_visible(plan.clearance, head)
@@ -359,10 +362,15 @@ class Planner:
         """Heads of the candidates and reached nodes, the ids `plan.clearance` may see, names.
 
         Heads only: ranking needs no payload, and payloads made most of what this read
-        cost (ADR 51). The names are the visible nodes' only: a hidden node is never named
-        by a query.
+        cost (ADR 51); filter values only if the filter has a value predicate. The names
+        are the visible nodes' only: a hidden node is never named by a query.
         """
-        heads = await self._reads.heads(plan, guard, sorted(set(candidate_ids) | graph_nodes))
+        heads = await self._reads.heads(
+            plan,
+            guard,
+            sorted(set(candidate_ids) | graph_nodes),
+            filter_values=needs_filter_values(plan),
+        )
         names = {
             eid: head.name for eid, head in heads.items() if state_visible(plan.clearance, head)
         }

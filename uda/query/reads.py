@@ -167,11 +167,15 @@ class StoreReads:
         return await guard.required(self.sor_name, lambda: self.sor.select_states(selection))
 
     async def heads(
-        self, plan: Plan, guard: Guard, element_ids: Sequence[str]
+        self, plan: Plan, guard: Guard, element_ids: Sequence[str], *, filter_values: bool
     ) -> dict[str, StateHead]:
-        """The heads (states without payloads) of `element_ids`, in one call."""
+        """The heads (states without payloads) of `element_ids`, in one call.
+
+        `filter_values=False`: without them (`UNREAD`), for heads no filter is checked on.
+        """
         return await guard.required(
-            self.sor_name, lambda: self.sor.fetch_heads(element_ids, plan.as_of)
+            self.sor_name,
+            lambda: self.sor.fetch_heads(element_ids, plan.as_of, filter_values=filter_values),
         )
 
     async def hydrate(
