@@ -1,4 +1,5 @@
-"""The base class's derived reads agree with the stores' own (a new connector gets them free).
+"""State heads (ADR 51): the base class's reads of them, unread filter values, and when a
+search reads those.
 
 `RelationalCapable.fetch_heads` and `fetch_versions` have defaults derived from `fetch`, for
 a system of record that does not override them; SQLite overrides both with one query each.
@@ -60,3 +61,18 @@ async def test_unread_filter_values_refuse_to_be_read(tmp_path: Path) -> None:
         _ = head.filter_values["element_type"]
     with pytest.raises(LookupError):
         dict(head.filter_values)
+
+
+def test_a_search_reads_filter_values_only_for_a_value_predicate() -> None:
+    """Relation paths read the neighbours' values; only a value predicate reads the candidate's."""
+    from ranking_fixtures import planned
+
+    from uda.query.auto.choice import AutoChoice, AutoMode
+    from uda.query.candidates import needs_filter_values
+
+    choice = AutoChoice(mode=AutoMode.CONTEXT, reason="test")
+    assert not needs_filter_values(planned(choice))
+    assert not needs_filter_values(planned(choice, context_filters={"partOf.name": "payments"}))
+    assert needs_filter_values(planned(choice, context_filters={"status": "accepted"}))
+    mixed = {"$or": [{"partOf.name": "payments"}, {"$not": {"status": "rejected"}}]}
+    assert needs_filter_values(planned(choice, context_filters=mixed))
