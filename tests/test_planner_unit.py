@@ -412,3 +412,27 @@ async def test_a_context_node_hidden_between_the_reads_is_dropped_with_what_it_l
     # The repository was visible when clearance was read and restricted when the context was
     # hydrated: neither it nor the decision reached through it is shown.
     assert [n["element_id"] for n in result.context_nodes] == ["p"]
+
+
+async def test_a_result_hidden_between_ranking_and_hydration_is_not_shown(
+    tmp_path: Path,
+) -> None:
+    """Ranked on its head while public, restricted before its whole state is read: the page
+    leaves it out, and nothing of it (not its context either) reaches the caller."""
+    planner, writer, sor, graph = await _context_fixture(tmp_path)
+
+    async def reclassify() -> None:
+        sor.between = None
+        await writer.ingest(
+            [Document(element_id="d", name="doc", text="alpha", sensitivity="restricted")]
+        )
+
+    sor.between = reclassify
+    try:
+        request = SearchRequest(query="alpha", limit=1, element_types=["Document"], **CONTEXT)
+        response = await planner.search(request)
+    finally:
+        await graph.close()
+        await sor.close()
+    assert response.results == []
+    assert sor.version_reads == [["d", "p", "r", "x"]]  # it was ranked, then read, then dropped
