@@ -93,7 +93,7 @@ def test_a_searcher_that_fails_is_an_error_naming_its_checkout(tmp_path: Path) -
     checkout = tmp_path / "checkout-x"
     checkout.mkdir()  # no project here: the turn script cannot import uda
     with pytest.raises(revisions.RevisionError, match="checkout-x"):
-        revisions._Searcher(checkout, tmp_path / "store", 10, 1)
+        revisions._Searcher(checkout, tmp_path / "store", 10, 1, "synthetic")
 
 
 def test_an_unknown_revision_is_an_error_naming_it(
@@ -112,3 +112,15 @@ def test_counts_below_one_are_refused_by_name(capsys: pytest.CaptureFixture[str]
         revisions.main(["HEAD", "HEAD", "--turns", "0"])
     assert exited.value.code == 2
     assert "--turns must be at least 1" in capsys.readouterr().err
+
+
+def test_an_unknown_corpus_is_refused_naming_the_choices(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        revisions.main(["HEAD", "HEAD", "--corpus", "novels"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "novels" in err
+    assert "prose" in err
+    assert "synthetic" in err
