@@ -116,6 +116,9 @@ def _prose(passages: int, queries: int) -> _Corpus:
     keywords = ls.queries(texts, queries, "keywords", ls.SEED)
     questions = ls.queries(texts, queries, "questions", ls.SEED + 1)
     asked = [(keywords if j % 2 == 0 else questions)[j // 2] for j in range(queries)]
+    # The Documents are spelled out as `lexical_scale.build_store` makes them, not taken from
+    # it: this file runs inside the *measured* revision's checkout, and any helper added to
+    # `lexical_scale` now would be missing from the older revisions it is compared with.
     epoch = datetime(2026, 1, 1, tzinfo=UTC)
 
     def batches(size: int = 500):
