@@ -1,4 +1,7 @@
-"""The embedded Chroma store's chunk directory: built for old stores, searched in three ways.
+"""The embedded Chroma store's chunk directory: its only copy of filter fields and text.
+
+Built for stores from before it; lost, it fails closed until the chunks are rewritten;
+searched in three ways.
 
 Searches ask Chroma for ids and distances only and filter on the directory. These tests use
 a real `PersistentClient` and random vectors; the conformance suite covers the contract.
@@ -57,23 +60,73 @@ async def _write(folder: Path, chunks: Sequence[ChunkRecord]) -> dict[str, int]:
         await store.close()
 
 
-def test_a_store_without_a_directory_gets_one_on_connect(tmp_path: Path) -> None:
+def _write_as_before_directories(folder: Path, chunks: Sequence[ChunkRecord]) -> None:
+    """A collection as the connector wrote it before ADR 16: metadata and documents in Chroma."""
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.PersistentClient(
+        path=str(folder), settings=Settings(anonymized_telemetry=False)
+    )
+    collection = client.get_or_create_collection(
+        "uda_chunks", embedding_function=None, metadata={"hnsw:space": "cosine"}
+    )
+    collection.add(
+        ids=[c.chunk_id for c in chunks],
+        embeddings=[list(c.embedding or ()) for c in chunks],
+        metadatas=[chroma_module._metadata(c) for c in chunks],  # pyright: ignore[reportPrivateUsage]
+        documents=[c.text for c in chunks],
+    )
+
+
+def _directory_rows(folder: Path) -> dict[str, int]:
+    db = sqlite3.connect(folder / "uda_chunks.directory.sqlite3")
+    try:
+        return dict(db.execute("SELECT chunk_id, sensitivity_rank FROM chunks"))
+    finally:
+        db.close()
+
+
+def test_a_store_from_before_the_directory_gets_one_on_connect(tmp_path: Path) -> None:
+    corpus = _corpus(120, public_every=2)
+    query = random_vectors(1, DIMENSION, seed=12)[0]
+    _write_as_before_directories(tmp_path, corpus)
+
+    found = asyncio.run(_search(tmp_path, query, 10, PUBLIC))
+    assert [cid for cid, _ in found] == exact_top(query, corpus, 10, PUBLIC)
+    assert all(text == f"text of {cid.split('@')[0].removeprefix('doc-')}" for cid, text in found)
+    assert _directory_rows(tmp_path) == {c.chunk_id: c.sensitivity_rank for c in corpus}
+
+
+def test_chroma_holds_vectors_only_and_a_lost_directory_fails_closed_until_rewritten(
+    tmp_path: Path,
+) -> None:
     corpus = _corpus(120, public_every=2)
     query = random_vectors(1, DIMENSION, seed=12)[0]
     states = asyncio.run(_write(tmp_path, corpus))
     before = asyncio.run(_search(tmp_path, query, 10, PUBLIC))
+    assert [cid for cid, _ in before] == exact_top(query, corpus, 10, PUBLIC)
 
-    # As a store written before the directory existed: Chroma alone.
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.PersistentClient(
+        path=str(tmp_path), settings=Settings(anonymized_telemetry=False)
+    )
+    stored = client.get_collection("uda_chunks").get(include=["metadatas", "documents"])
+    assert len(stored["ids"]) == len(corpus)
+    assert not any(stored["metadatas"])  # ADR 52
+    assert not any(stored["documents"])
+
+    # The directory is the only copy of filter fields and text: without it no vector may
+    # pass a filter, and each is reported unusable, so that a check names it.
     (tmp_path / "uda_chunks.directory.sqlite3").unlink()
-    after = asyncio.run(_search(tmp_path, query, 10, PUBLIC))
-    assert after == before
-    assert [cid for cid, _ in after] == exact_top(query, corpus, 10, PUBLIC)
-    assert asyncio.run(_write(tmp_path, [])) == states
+    assert asyncio.run(_search(tmp_path, query, 10, PUBLIC)) == []
+    assert set(asyncio.run(_write(tmp_path, [])).values()) == {chroma_module.UNUSABLE}
 
-    db = sqlite3.connect(tmp_path / "uda_chunks.directory.sqlite3")
-    rebuilt = dict(db.execute("SELECT chunk_id, sensitivity_rank FROM chunks"))
-    db.close()
-    assert rebuilt == {c.chunk_id: c.sensitivity_rank for c in corpus}
+    # What a repair does: the chunks again, from the system of record.
+    assert asyncio.run(_write(tmp_path, corpus)) == states
+    assert asyncio.run(_search(tmp_path, query, 10, PUBLIC)) == before
 
 
 @pytest.mark.parametrize(

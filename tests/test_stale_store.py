@@ -11,9 +11,6 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-import chromadb
-from chromadb.config import Settings
-
 import uda
 from connectors.chroma.connector import ChromaConnector
 from connectors.contract.records import OPEN, GraphEdge, SearchFilter
@@ -100,14 +97,8 @@ def test_stale_vector_metadata_does_not_leak(tmp_path: Path, embedder: Embedder)
             decay=False,
         ).to_arrow()
 
-    # Make the vector store's copy lie: the restricted chunk now claims to be public, in
-    # Chroma's metadata and in the chunk directory that embedded searches filter on.
-    chroma = chromadb.PersistentClient(
-        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
-    )
-    collection = chroma.get_collection("uda_chunks")
-    stored = collection.get(where={"element_id": "secret"}, include=["metadatas"])
-    collection.update(ids=stored["ids"], metadatas=[{**m, "sens": 0} for m in stored["metadatas"]])
+    # Make the vector store's copy lie: the restricted chunk now claims to be public in the
+    # chunk directory that embedded searches filter on (Chroma holds vectors only, ADR 52).
     directory = sqlite3.connect(tmp_path / "chroma" / "uda_chunks.directory.sqlite3")
     with directory:
         directory.execute("UPDATE chunks SET sensitivity_rank = 0 WHERE element_id = 'secret'")

@@ -2,10 +2,11 @@
 
 Embeddings are always passed in: with `embedding_function=None` Chroma never tries to fetch a
 model. The embedded store keeps a chunk directory beside the collection (filter fields and
-text in SQLite, `connectors.chroma.directory`), so a search asks Chroma for ids and distances
-only. Against a Chroma server, which may have other writers, the filter is applied to the
-metadata Chroma returns, and pushed into the query (`where`) when too few pass, instead of
-filtering a fixed top-k, which would starve the candidate pool.
+text in SQLite, `connectors.chroma.directory`): Chroma holds ids and vectors only, and a
+search asks it for ids and distances only (ADR 16, 52). Against a Chroma server, which may
+have other writers, the filter is applied to the metadata Chroma returns, and pushed into the
+query (`where`) when too few pass, instead of filtering a fixed top-k, which would starve the
+candidate pool.
 """
 
 from __future__ import annotations
@@ -184,12 +185,16 @@ class ChromaConnector(Connector, VectorCapable):
         return self._collection
 
     async def upsert_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
-        """Add new chunks; update only the metadata of chunks already stored.
+        """Add new chunks; for chunks already stored, only what describes them changes.
 
         A chunk id names one version's chunk, so its embedding never changes. Re-sending the
         embedding of a stored id makes hnswlib re-link that point, which was seen to leave
-        freshly added points unreachable by queries; a metadata-only update does not touch
-        the graph.
+        freshly added points unreachable by queries, so a stored id is never added again.
+
+        The embedded store gives Chroma ids and vectors only: the chunk directory is where
+        searches read filter fields and text, and adding them to Chroma as well cost three
+        quarters of a write (ADR 52). A Chroma server gets metadata and documents, which its
+        searches filter on.
         """
         missing = [c.chunk_id for c in chunks if c.embedding is None]
         if missing:
@@ -197,37 +202,55 @@ class ChromaConnector(Connector, VectorCapable):
 
         def write() -> None:
             collection = self._require()
+            directory = self._directory
             for start in range(0, len(chunks), _BATCH):
                 part = chunks[start : start + _BATCH]
                 stored = set(collection.get(ids=[c.chunk_id for c in part], include=[])["ids"])
                 fresh = [c for c in part if c.chunk_id not in stored]
                 known = [c for c in part if c.chunk_id in stored]
+                described: dict[str, Any] = (
+                    {}
+                    if directory is not None
+                    else {
+                        "metadatas": [_metadata(c) for c in fresh],
+                        "documents": [c.text for c in fresh],
+                    }
+                )
                 if fresh:
                     collection.add(
                         ids=[c.chunk_id for c in fresh],
                         embeddings=[list(cast("Sequence[float]", c.embedding)) for c in fresh],
-                        metadatas=[_metadata(c) for c in fresh],
-                        documents=[c.text for c in fresh],
+                        **described,
                     )
-                if known:
+                if known and directory is None:
                     collection.update(
                         ids=[c.chunk_id for c in known],
                         metadatas=[_metadata(c) for c in known],
                     )
-                if self._directory is not None:
-                    self._directory.put(part)  # second: see connectors/chroma/directory.py
+                if directory is not None:
+                    directory.put(part)  # second: see connectors/chroma/directory.py
 
         await self._run(write)
 
     async def delete_chunks(self, element_ids: Sequence[str]) -> None:
-        """Delete every chunk of the elements."""
+        """Delete every chunk of the elements.
+
+        The embedded store's vectors carry no element ids (ADR 52): the directory names
+        their chunks. A vector whose row an interrupted write never made is not found so;
+        `chunk_states` reports it, and a repair deletes it by id.
+        """
         if not element_ids:
             return
 
         def delete() -> None:
-            self._require().delete(where={"element_id": {"$in": list(element_ids)}})
-            if self._directory is not None:
-                self._directory.delete_elements(element_ids)
+            collection = self._require()
+            if self._directory is None:
+                collection.delete(where={"element_id": {"$in": list(element_ids)}})
+                return
+            doomed = self._directory.chunks_of(element_ids)
+            for start in range(0, len(doomed), _BATCH):
+                collection.delete(ids=doomed[start : start + _BATCH])
+            self._directory.delete_ids(doomed)
 
         await self._run(delete)
 
@@ -457,11 +480,22 @@ def _with_text(directory: ChunkDirectory, hits: Sequence[_Passing]) -> list[Chun
 
 
 def _open_directory(path: Path, collection: Any) -> ChunkDirectory:
+    """The collection's directory, made consistent with the vectors where Chroma can tell.
+
+    A store from before the directory (ADR 16) gets it from Chroma's metadata and documents,
+    which were complete then. Since ADR 52 Chroma holds vectors only: rows the directory
+    lacks stay missing (their vectors are unusable, and `uda sync` rewrites them from the
+    system of record), and rows without a vector are dropped.
+    """
+    before_directories = not path.exists()
     directory = ChunkDirectory(path)
     directory.open()
     if directory.count() != collection.count():
-        # A store from before the directory, or a write cut short between the two.
-        reconcile(directory, _all_ids(collection), lambda ids: _records(collection, ids))
+
+        def fetch(ids: Sequence[str]) -> list[ChunkRecord]:
+            return _records(collection, ids)
+
+        reconcile(directory, _all_ids(collection), fetch if before_directories else None)
     return directory
 
 
@@ -475,9 +509,13 @@ def _all_ids(collection: Any) -> Iterator[str]:
 
 
 def _records(collection: Any, ids: Sequence[str]) -> list[ChunkRecord]:
-    """Chunk records rebuilt from Chroma's metadata and documents (the slow read)."""
+    """Chunk records rebuilt from Chroma's metadata and documents (the slow read).
+
+    Vectors written without metadata (ADR 52) give none.
+    """
     page = collection.get(ids=list(ids), include=["metadatas", "documents"])
     return [
         record_from_metadata(cid, meta, doc or "")
         for cid, meta, doc in zip(page["ids"], page["metadatas"], page["documents"], strict=True)
+        if meta
     ]

@@ -7,10 +7,13 @@ the embedded connector asks Chroma for ids and distances only and decides here, 
 indexed SQLite lookup, which hits pass the caller's filter and what their text is
 (docs/adr/0016-chroma-chunk-directory.md).
 
-The directory is derived data: Chroma's own metadata stays complete, and `reconcile` rebuilds
-what the directory lacks from it. Writes go to Chroma first and to the directory second, so an
-interrupted write leaves a vector with no directory row, which a search treats as not passing
-(it fails closed) until the write is repeated or the directory reconciled.
+The directory is the embedded store's only copy of its chunks' filter fields and text: Chroma
+holds ids and vectors (ADR 52), and what the directory lacks is rewritten from the system of
+record by `uda sync`, like any derived store's missing chunks. Writes go to Chroma first and to
+the directory second, so an interrupted write leaves a vector with no directory row, which a
+search treats as not passing (it fails closed) and `chunk_states` reports as unusable until
+the write is repeated. A store from before the directory gets it from Chroma's metadata,
+which was complete then (`reconcile`).
 """
 
 from __future__ import annotations
@@ -103,18 +106,6 @@ class ChunkDirectory:
             conn.executemany(_UPSERT_CHUNK, [derived_chunk_values(c, json.dumps) for c in chunks])
             conn.executemany(_UPSERT_TEXT, [(c.chunk_id, c.text) for c in chunks])
 
-    def delete_elements(self, element_ids: Sequence[str]) -> None:
-        """Delete every chunk of the elements."""
-        with self._transaction() as conn:
-            doomed = [
-                row[0]
-                for row in conn.execute(
-                    f"SELECT chunk_id FROM chunks WHERE element_id IN {_IDS}",  # noqa: S608
-                    (json.dumps(list(element_ids)),),
-                )
-            ]
-            _delete_ids(conn, doomed)
-
     def delete_ids(self, chunk_ids: Sequence[str]) -> None:
         """Delete chunks by id (unknown ids are ignored)."""
         with self._transaction() as conn:
@@ -161,6 +152,14 @@ class ChunkDirectory:
         )
         return [row[0] for row in rows]
 
+    def chunks_of(self, element_ids: Sequence[str]) -> list[str]:
+        """The ids of every chunk of these elements, whatever their state."""
+        rows = self._reader().execute(
+            f"SELECT chunk_id FROM chunks WHERE element_id IN {_IDS}",  # noqa: S608
+            (json.dumps(list(element_ids)),),
+        )
+        return [row[0] for row in rows]
+
     def ids(self) -> set[str]:
         """Every chunk id in the directory."""
         return {row[0] for row in self._reader().execute("SELECT chunk_id FROM chunks")}
@@ -169,26 +168,31 @@ class ChunkDirectory:
 def reconcile(
     directory: ChunkDirectory,
     stored_ids: Iterable[str],
-    fetch: Callable[[Sequence[str]], Sequence[ChunkRecord]],
+    fetch: Callable[[Sequence[str]], Sequence[ChunkRecord]] | None,
 ) -> tuple[int, int]:
-    """Make the directory hold exactly the stored chunks; returns (added, removed).
+    """Drop the rows of chunks Chroma lacks, and add the rows `fetch` can rebuild.
 
-    `stored_ids` are the ids in Chroma; `fetch(ids)` returns their records from Chroma's
-    metadata and documents (the slow read, done only for ids the directory lacks).
+    `stored_ids` are the ids in Chroma; `fetch(ids)` returns the records of those it can
+    from Chroma's metadata and documents (the slow read, done only for ids the directory
+    lacks); None: none can be (ADR 52). Returns (rows added, rows removed).
     """
     # The directory first: a chunk written while Chroma is read is then at worst "missing"
-    # (rebuilt from Chroma, harmless), never "extra" (which would drop its row). Writes go to
-    # Chroma first, so a row the directory had before Chroma was read and Chroma lacks now
-    # was deleted.
+    # (rebuilt from Chroma or left unusable, harmless), never "extra" (which would drop its
+    # row). Writes go to Chroma first, so a row the directory had before Chroma was read and
+    # Chroma lacks now was deleted.
     known = directory.ids()
     stored = set(stored_ids)
-    missing = sorted(stored - known)
+    missing = sorted(stored - known) if fetch is not None else []
     extra = sorted(known - stored)
-    for start in range(0, len(missing), _PAGE):
-        directory.put(fetch(missing[start : start + _PAGE]))
+    added = 0
+    if fetch is not None:
+        for start in range(0, len(missing), _PAGE):
+            records = fetch(missing[start : start + _PAGE])
+            directory.put(records)
+            added += len(records)
     if extra:
         directory.delete_ids(extra)
-    return len(missing), len(extra)
+    return added, len(extra)
 
 
 def record_from_metadata(chunk_id: str, meta: Mapping[str, Any], text: str) -> ChunkRecord:
