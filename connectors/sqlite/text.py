@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,14 +84,31 @@ def delete_chunks(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> Lexical
     return LexicalChange(removed=removed)
 
 
-def index_chunks(conn: sqlite3.Connection, chunks: Sequence[ChunkRecord]) -> LexicalChange:
+@dataclass(frozen=True)
+class AnalysedChunks:
+    """Chunks to index, each once (the last of a repeated id wins), with their terms."""
+
+    chunks: list[ChunkRecord]
+    terms: list[Counter[str]]
+
+
+def analyse(chunks: Sequence[ChunkRecord]) -> AnalysedChunks:
+    """The chunks' terms, to take before the write transaction.
+
+    Analysis is most of a text write's CPU, and the store's other writers (the outbox's
+    acknowledgements, other stores' drains) wait for the write lock while it is held.
+    """
+    unique = list({c.chunk_id: c for c in chunks}.values())
+    return AnalysedChunks(unique, [term_frequencies(c.name, c.text) for c in unique])
+
+
+def index_chunks(conn: sqlite3.Connection, analysed_chunks: AnalysedChunks) -> LexicalChange:
     """Insert or replace chunks and their terms (inside the caller's transaction)."""
-    chunks = list({c.chunk_id: c for c in chunks}.values())  # the last of a repeated id wins
+    chunks, analysed = analysed_chunks.chunks, analysed_chunks.terms
     ids = [c.chunk_id for c in chunks]
     removed = _retiring(conn, ids)
     # Deleting fires the trigger that drops the old term rows.
     conn.executemany("DELETE FROM text_chunks WHERE chunk_id = ?", [(c,) for c in ids])
-    analysed = [term_frequencies(c.name, c.text) for c in chunks]
     conn.executemany(
         _INSERT_CHUNK,
         [
