@@ -256,6 +256,7 @@ def markdown(report: Mapping) -> str:
                 searched = per_search.get(depth, {}).get(name)
                 row += "" if searched is None else f" {searched:.3f} |"
             lines.append(row)
+    lines += _build_lines(report, b, a)
     lines += [
         "",
         "after / before: of the medians. paired: the median over turns of after / before in "
@@ -272,6 +273,21 @@ def markdown(report: Mapping) -> str:
         f"Measured {report['measured_at']}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _build_lines(report: Mapping, b: str, a: str) -> list[str]:
+    """The write path: how long each revision took to fill its store (reports since it)."""
+    built: Mapping[str, float] = report.get("build_s") or {}
+    if set(built) != {"before", "after"}:
+        return []
+    rate = {side: report["chunks"] / seconds for side, seconds in built.items()}
+    return [
+        "",
+        f"Filling the store through `client.ingest` (one revision after the other, before the "
+        f"turns; no embedding cost): {b} {built['before']:.1f} s ({rate['before']:,.0f} "
+        f"chunks/s), {a} {built['after']:.1f} s ({rate['after']:,.0f} chunks/s), after / "
+        f"before {built['after'] / built['before']:.3f}.",
+    ]
 
 
 _CORPORA = {
@@ -302,12 +318,14 @@ def run(
     checkouts = {side: work / f"{side}-{sha[:10]}" for side, sha in commits.items()}
     stores = {side: work / f"store-{side}" for side in commits}
     measured: dict[str, list[dict]] = {"before": [], "after": []}
+    build_s: dict[str, float] = {}
     searches: dict[str, dict[str, list[float]]] = {}  # per depth and figure: after / before
     try:
         for side, sha in commits.items():
             _git("worktree", "add", "--detach", "--force", str(checkouts[side]), sha)
             log(f"{side} {sha[:10]}: building {chunks:,} chunks")
             built = _turn(checkouts[side], "build", stores[side], chunks, queries, corpus)
+            build_s[side] = built["build_s"]
             log(f"{side} {sha[:10]}: built in {built['build_s']:.0f} s")
         load_before = os.getloadavg()[0]
         for turn in range(1, turns + 1):
@@ -343,6 +361,7 @@ def run(
         "machine": _machine(),
         "load_before": load_before,
         "load_after": load_after,
+        "build_s": build_s,
         **{
             side: {"commit": commits[side], "turns": measured[side], "summary": summaries[side]}
             for side in commits

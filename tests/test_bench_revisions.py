@@ -71,6 +71,8 @@ def test_two_revisions_are_built_and_measured_in_turns_and_their_checkouts_remov
             assert figures["wall"]["median_ms"] > 0
             assert {"phase1", "phase3", "hydrate", "cpu"} <= figures.keys()
     assert set(report["ratio"]) == set(report["paired"]) == {"1", "2"}
+    assert set(report["build_s"]) == {"before", "after"}
+    assert all(seconds > 0 for seconds in report["build_s"].values())
     if by_turn:  # one process per revision and turn: no query was searched by both at once
         assert report["interleaved"] == "turn"
         assert report["per_search"] == {}
@@ -85,6 +87,7 @@ def test_two_revisions_are_built_and_measured_in_turns_and_their_checkouts_remov
     )
     printed = capsys.readouterr().out
     assert "| 2 | wall |" in printed
+    assert "Filling the store through `client.ingest`" in printed
     assert ("| paired | per search |" in printed) is not by_turn
     assert revisions._git("worktree", "list") == before_worktrees
 
