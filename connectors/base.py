@@ -310,8 +310,14 @@ class RelationalCapable(ABC):
         """Mark outbox entries as applied to `store`."""
 
     @abstractmethod
-    async def load_chunks(self, state_keys: Sequence[tuple[str, int]]) -> list[ChunkRecord]:
-        """The chunks (with embeddings and current validity) of these `(id, version)` states."""
+    async def load_chunks(
+        self, state_keys: Sequence[tuple[str, int]], *, embeddings: bool = True
+    ) -> list[ChunkRecord]:
+        """The chunks (with embeddings and current validity) of these `(id, version)` states.
+
+        `embeddings=False`: each record's embedding is None (for a store that keeps no
+        vectors: a vector is the largest column of a chunk, and decoding it the costliest).
+        """
 
     @abstractmethod
     async def load_edges(self, keys: Sequence[tuple[str, str, str]]) -> list[GraphEdge]:

@@ -276,3 +276,39 @@ async def test_a_store_made_before_the_engine_is_brought_up_when_opened(tmp_path
         assert _view(await reopened.text_search("quartz falcon", 30, caller)) == before
     finally:
         await reopened.close()
+
+
+async def test_indexes_of_an_earlier_schema_are_rebuilt_when_opened(tmp_path: Path) -> None:
+    """Pre-tokenized terms (the first schema) cannot be opened now: rebuilt from the terms."""
+    import shutil
+
+    import tantivy
+
+    path = tmp_path / "uda.sqlite3"
+    store = SQLiteConnector(path)
+    await store.connect()
+    await store.upsert_text_chunks(_corpus(7, 60))
+    caller = SearchFilter(max_sensitivity_rank=3, all_projects=True)
+    before = _view(await store.text_search("quartz falcon", 30, caller))
+    folders = [store._lexical.root / label.folder for label in store._lexical.labels]
+    await store.close()
+    # Each label's index as the first release wrote it; its generation marker stays current.
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("terms", tokenizer_name="raw", index_option="freq")
+    builder.add_integer_field("rid", indexed=True, fast=True)
+    builder.add_text_field("element_type", tokenizer_name="raw", index_option="basic")
+    first_schema = builder.build()
+    for folder in folders:
+        for entry in folder.iterdir():
+            if entry.name != "label.json":
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        tantivy.Index(first_schema, path=str(folder))
+    reopened = SQLiteConnector(path)
+    await reopened.connect()
+    try:
+        with reopened._snapshot() as conn:
+            assert reopened._engine_ready(conn)
+        assert await reopened.text_index_drift() == 0
+        assert _view(await reopened.text_search("quartz falcon", 30, caller)) == before
+    finally:
+        await reopened.close()

@@ -166,7 +166,10 @@ class RelationalStatesConformance(ConformanceBase):
     async def test_relational_load_chunks_round_trip(
         self, relational: RelationalCapable, harness: Harness
     ) -> None:
-        """Chunks come back once each, with embeddings, text and their state's metadata."""
+        """Chunks come back once each, with text, their state's metadata and embeddings.
+
+        Asked without embeddings, the same records with none.
+        """
         texts = ["naïve 東京 'quoted'", "second", ""]
         chunk_rows = rows("e", 1, texts, harness.dimension)
         s = state("e", 1, 100, sensitivity_rank=1, scope="project:a", filter_values={"year": 2020})
@@ -194,6 +197,11 @@ class RelationalStatesConformance(ConformanceBase):
             assert got.embedding is not None
             assert row.embedding is not None
             assert list(got.embedding) == pytest.approx(list(row.embedding), abs=1e-6)
+        without = await relational.load_chunks([("e", 1), ("missing", 1)], embeddings=False)
+        assert [dataclasses.replace(c, filter_values=dict(c.filter_values)) for c in without] == [
+            dataclasses.replace(c, embedding=None, filter_values=dict(c.filter_values))
+            for c in sorted(loaded, key=lambda c: c.index)
+        ]
         assert await relational.load_chunks([]) == []
 
     async def test_relational_live_element_ids_by_prefix(

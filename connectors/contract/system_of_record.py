@@ -71,6 +71,10 @@ LOADED_CHUNK_COLUMNS = (
     *(f"s.{column}" for column in CHUNK_STATE_COLUMNS),
 )
 """The row `load_chunks` reads: a chunk (alias `c`) joined to its state (alias `s`)."""
+LOADED_CHUNK_COLUMNS_WITHOUT_EMBEDDING = tuple(
+    "NULL" if column == "c.embedding" else column for column in LOADED_CHUNK_COLUMNS
+)
+"""The same row for a store that keeps no vectors: the embedding is neither read nor decoded."""
 DERIVED_CHUNK_COLUMNS = (
     "chunk_id",
     "element_id",

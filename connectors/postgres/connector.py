@@ -272,13 +272,16 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
                 (store, [i.seq for i in items]),
             )
 
-    async def load_chunks(self, state_keys: Sequence[tuple[str, int]]) -> list[ChunkRecord]:
+    async def load_chunks(
+        self, state_keys: Sequence[tuple[str, int]], *, embeddings: bool = True
+    ) -> list[ChunkRecord]:
         """Chunks of the given states, with metadata from their state rows."""
         keys = [(eid, int(v)) for eid, v in state_keys if storable(eid)]
         if not keys:
             return []
         rows = await self._select(
-            q.LOAD_CHUNKS, {"eids": [k[0] for k in keys], "vers": [k[1] for k in keys]}
+            q.LOAD_CHUNKS if embeddings else q.LOAD_CHUNKS_WITHOUT_EMBEDDING,
+            {"eids": [k[0] for k in keys], "vers": [k[1] for k in keys]},
         )
         # pgvector reads a vector as its `Vector`; psycopg reads JSONB as a dict.
         return [

@@ -15,6 +15,7 @@ from connectors.contract.system_of_record import (
     HEAD_COLUMNS,
     LATEST_COLUMNS,
     LOADED_CHUNK_COLUMNS,
+    LOADED_CHUNK_COLUMNS_WITHOUT_EMBEDDING,
     STATE_COLUMNS,
     column_list,
     conflict_update,
@@ -99,15 +100,19 @@ LIVE_EDGES = f"""
 SELECT source_id, relation, target_id, valid_from, valid_to FROM edges
 WHERE valid_to = {OPEN} AND (source_id = ANY(%(ids)s::text[]) OR target_id = ANY(%(ids)s::text[]))
 """  # noqa: S608 - fixed fragments only
-LOAD_CHUNKS = f"""
+_LOAD_CHUNKS = """
 WITH keys AS (
     SELECT DISTINCT eid, ver FROM unnest(%(eids)s::text[], %(vers)s::int[]) AS k(eid, ver))
-SELECT {column_list(LOADED_CHUNK_COLUMNS)}
+SELECT {columns}
 FROM keys
 JOIN chunks c ON c.element_id = keys.eid AND c.version = keys.ver
 JOIN states s ON s.element_id = c.element_id AND s.version = c.version
 ORDER BY c.element_id COLLATE "C", c.version, c.idx
-"""  # noqa: S608 - fixed fragments only
+"""
+LOAD_CHUNKS = _LOAD_CHUNKS.format(columns=column_list(LOADED_CHUNK_COLUMNS))
+LOAD_CHUNKS_WITHOUT_EMBEDDING = _LOAD_CHUNKS.format(
+    columns=column_list(LOADED_CHUNK_COLUMNS_WITHOUT_EMBEDDING)
+)
 LOAD_EDGES = """
 WITH keys AS (
     SELECT DISTINCT s, r, t FROM unnest(%(s)s::text[], %(r)s::text[], %(t)s::text[]) AS k(s, r, t))

@@ -55,6 +55,7 @@ from connectors.sqlite.schema import (
     LATEST_VERSIONS_SQL,
     LIVE_EDGES_SQL,
     LOAD_CHUNKS_SQL,
+    LOAD_CHUNKS_WITHOUT_EMBEDDING_SQL,
     PENDING_COUNTS_SQL,
     SCHEMA,
     STATE_SELECT,
@@ -308,13 +309,14 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
             "DELETE FROM outbox WHERE store = ? AND seq = ?", [(store, i.seq) for i in items]
         )
 
-    async def load_chunks(self, state_keys: Sequence[tuple[str, int]]) -> list[ChunkRecord]:
+    async def load_chunks(
+        self, state_keys: Sequence[tuple[str, int]], *, embeddings: bool = True
+    ) -> list[ChunkRecord]:
         """Chunks of the given states, with metadata from their state rows."""
+        sql = LOAD_CHUNKS_SQL if embeddings else LOAD_CHUNKS_WITHOUT_EMBEDDING_SQL
 
         def query() -> list[ChunkRecord]:
-            rows = self._reader().execute(
-                LOAD_CHUNKS_SQL, (json.dumps([list(k) for k in state_keys]),)
-            )
+            rows = self._reader().execute(sql, (json.dumps([list(k) for k in state_keys]),))
             return [
                 chunk_record_from_row(r, embedding=_embedding_list, filter_values=json.loads)
                 for r in rows

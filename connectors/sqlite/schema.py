@@ -9,6 +9,7 @@ from connectors.contract.system_of_record import (
     HEAD_COLUMNS,
     LATEST_COLUMNS,
     LOADED_CHUNK_COLUMNS,
+    LOADED_CHUNK_COLUMNS_WITHOUT_EMBEDDING,
     STATE_COLUMNS,
     column_list,
     insert_sql,
@@ -210,14 +211,18 @@ INSERT_STATE_SQL = insert_sql("states", STATE_COLUMNS, "?")
 INSERT_CHUNK_SQL = insert_sql("chunks", CHUNK_COLUMNS, "?", verb="INSERT OR REPLACE")
 # DISTINCT: a drain page may name a state twice (a repair re-sends a pending key), and a
 # store must not get the same chunk twice in one upsert.
-LOAD_CHUNKS_SQL = f"""
+_LOAD_CHUNKS_SQL = """
 WITH keys(eid, ver) AS (
     SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
-SELECT {column_list(LOADED_CHUNK_COLUMNS)}
+SELECT {columns}
 FROM keys JOIN chunks c ON c.element_id = keys.eid AND c.version = keys.ver
 JOIN states s ON s.element_id = c.element_id AND s.version = c.version
 ORDER BY c.element_id, c.version, c.idx
-"""  # noqa: S608 - fixed fragments only
+"""
+LOAD_CHUNKS_SQL = _LOAD_CHUNKS_SQL.format(columns=column_list(LOADED_CHUNK_COLUMNS))
+LOAD_CHUNKS_WITHOUT_EMBEDDING_SQL = _LOAD_CHUNKS_SQL.format(
+    columns=column_list(LOADED_CHUNK_COLUMNS_WITHOUT_EMBEDDING)
+)
 STATE_SELECT = column_list(STATE_COLUMNS, "s")
 HEAD_SELECT = column_list(HEAD_COLUMNS, "s")
 HEAD_SELECT_WITHOUT_VALUES = column_list(HEAD_COLUMNS, "s", json_as="NULL")

@@ -36,9 +36,16 @@ _WRITER_HEAP = 20_000_000  # indexing buffer per label written at once (Tantivy'
 _FREQ = "freq"  # postings keep term frequencies (BM25 needs them), not positions
 
 
+# A chunk's terms reach the engine as one string, each occurrence once, split on spaces by
+# Tantivy (`_document`): the analyzer's terms never hold whitespace (connectors.analyzer). A
+# pre-tokenized string (one Python `Token` per occurrence) cost twice the engine's whole
+# write. The schema names the tokenizer, so an index of the earlier schema is rebuilt.
+_TERMS_TOKENIZER = "uda_terms"
+
+
 def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
-    builder.add_text_field("terms", tokenizer_name="raw", index_option=_FREQ)
+    builder.add_text_field("terms", tokenizer_name=_TERMS_TOKENIZER, index_option=_FREQ)
     builder.add_integer_field("rid", indexed=True, fast=True)
     builder.add_text_field("element_type", tokenizer_name="raw", index_option="basic")
     return builder.build()
@@ -72,6 +79,9 @@ class _LabelIndex:
         self.label = label
         self.folder = folder
         self.index = tantivy.Index(SCHEMA, path=str(folder), reuse=True)
+        self.index.register_tokenizer(
+            _TERMS_TOKENIZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
+        )
         self.index.config_reader(reload_policy="manual")
         self.searcher = self.index.searcher()
 
@@ -97,10 +107,18 @@ class LexicalIndexes:
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> None:
-        """Open every label's index found under the root (made if missing)."""
+        """Open every label's index found under the root (made if missing).
+
+        An index that cannot be opened with this schema (an earlier release's, or a damaged
+        one) deletes them all and the generation marker: the owner, finding the indexes
+        behind, rebuilds them from the terms it stores.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            self._discover()
+        try:
+            with self._lock:
+                self._discover()
+        except ValueError:  # Tantivy's "schema does not match", or a damaged index
+            self.destroy()
 
     def close(self) -> None:
         """Forget every index (Tantivy releases its files when the objects go)."""
@@ -293,16 +311,11 @@ def _query(
 
 
 def _document(chunk: IndexedChunk) -> tantivy.Document:
-    tokens: list[tantivy.Token] = []
-    position = 0
-    for term, count in chunk.terms.items():
-        for _ in range(count):
-            tokens.append(tantivy.Token(term, position, 0, 0))
-            position += 1
     document = tantivy.Document()
     document.add_integer("rid", chunk.rid)
     document.add_text("element_type", chunk.element_type)
-    document.add_pre_tokenized_text("terms", tantivy.PreTokenizedString("", tokens))
+    occurrences = (term for term, count in chunk.terms.items() for _ in range(count))
+    document.add_text("terms", " ".join(occurrences))
     return document
 
 

@@ -378,7 +378,10 @@ class Writer:
         connector = store.connector
         await self._offline.connected(connector)
         if store.role in ("vector", "text") and state_keys:
-            chunks = await self._record(lambda: self._sor.load_chunks(state_keys))
+            with_vectors = store.role == "vector"
+            chunks = await self._record(
+                lambda: self._sor.load_chunks(state_keys, embeddings=with_vectors)
+            )
             if chunks and isinstance(connector, VectorCapable) and store.role == "vector":
                 await connector.upsert_chunks(chunks)
             elif chunks and isinstance(connector, TextCapable) and store.role == "text":
