@@ -388,8 +388,11 @@ class Writer:
                 await connector.upsert_text_chunks(chunks)
         if store.role == "graph" and isinstance(connector, GraphCapable):
             if state_keys:
+                # Heads: a node needs its type only, never the payload.
                 states = await self._record(
-                    lambda: self._sor.latest_states(sorted({k[0] for k in state_keys}))
+                    lambda: self._sor.fetch_heads(
+                        sorted({k[0] for k in state_keys}), None, filter_values=False
+                    )
                 )
                 nodes = [
                     GraphNode(element_id=s.element_id, element_type=s.element_type)
