@@ -370,6 +370,7 @@ async def _context_fixture(
             Relation(source_id="r", relation="governedBy", target_id="x"),
         ],
     )
+    sor.whole_reads, sor.head_reads, sor.version_reads = [], [], []  # the tests count a search's
     return planner, writer, sor, graph
 
 
