@@ -14,14 +14,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from connectors.base import Connector, VectorCapable
-from connectors.chroma.directory import ChunkDirectory, reconcile, record_from_metadata
+from connectors.chroma.directory import (
+    ChunkDirectory,
+    all_ids,
+    open_directory,
+    record_from_metadata,
+)
 from connectors.chroma.where import NO_SCOPE, compile_where
 from connectors.contract.errors import ConnectorError
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
@@ -156,7 +161,7 @@ class ChromaConnector(Connector, VectorCapable):
             )
             _search_wide_enough(collection)
             if self._path is not None:
-                self._directory = _open_directory(
+                self._directory = open_directory(
                     self._path / f"{self._collection_name}.directory.sqlite3", collection
                 )
             self._collection = collection
@@ -279,7 +284,7 @@ class ChromaConnector(Connector, VectorCapable):
             collection = self._require()
             if self._directory is not None:
                 rows = self._directory.states()
-                return {cid: rows.get(cid, UNUSABLE) for cid in _all_ids(collection)}
+                return {cid: rows.get(cid, UNUSABLE) for cid in all_ids(collection)}
             states: dict[str, int] = {}
             for offset in itertools.count(0, _BATCH):
                 page = collection.get(include=["metadatas"], limit=_BATCH, offset=offset)
@@ -476,46 +481,4 @@ def _with_text(directory: ChunkDirectory, hits: Sequence[_Passing]) -> list[Chun
         ChunkHit(chunk_id=cid, element_id=eid, version=version, text=texts[cid], score=score)
         for cid, eid, version, score in hits
         if cid in texts
-    ]
-
-
-def _open_directory(path: Path, collection: Any) -> ChunkDirectory:
-    """The collection's directory, made consistent with the vectors where Chroma can tell.
-
-    A store from before the directory (ADR 16) gets it from Chroma's metadata and documents,
-    which were complete then. Since ADR 52 Chroma holds vectors only: rows the directory
-    lacks stay missing (their vectors are unusable, and `uda sync` rewrites them from the
-    system of record), and rows without a vector are dropped.
-    """
-    before_directories = not path.exists()
-    directory = ChunkDirectory(path)
-    directory.open()
-    if directory.count() != collection.count():
-
-        def fetch(ids: Sequence[str]) -> list[ChunkRecord]:
-            return _records(collection, ids)
-
-        reconcile(directory, _all_ids(collection), fetch if before_directories else None)
-    return directory
-
-
-def _all_ids(collection: Any) -> Iterator[str]:
-    """Every id in the collection, page by page (ids only: the cheap read)."""
-    for offset in itertools.count(0, _BATCH):
-        ids: list[str] = collection.get(include=[], limit=_BATCH, offset=offset)["ids"]
-        yield from ids
-        if len(ids) < _BATCH:
-            return
-
-
-def _records(collection: Any, ids: Sequence[str]) -> list[ChunkRecord]:
-    """Chunk records rebuilt from Chroma's metadata and documents (the slow read).
-
-    Vectors written without metadata (ADR 52) give none.
-    """
-    page = collection.get(ids=list(ids), include=["metadatas", "documents"])
-    return [
-        record_from_metadata(cid, meta, doc or "")
-        for cid, meta, doc in zip(page["ids"], page["metadatas"], page["documents"], strict=True)
-        if meta
     ]

@@ -18,9 +18,10 @@ which was complete then (`reconcile`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,48 @@ def record_from_metadata(chunk_id: str, meta: Mapping[str, Any], text: str) -> C
         valid_to=int(meta["valid_to"]),
         filter_values={k[2:]: v for k, v in meta.items() if k.startswith("f_")},
     )
+
+
+def open_directory(path: Path, collection: Any) -> ChunkDirectory:
+    """The collection's directory, made consistent with the vectors where Chroma can tell.
+
+    A store from before the directory (ADR 16) gets it from Chroma's metadata and documents,
+    which were complete then. Since ADR 52 Chroma holds vectors only: rows the directory
+    lacks stay missing (their vectors are unusable, and `uda sync` rewrites them from the
+    system of record), and rows without a vector are dropped.
+    """
+    before_directories = not path.exists()
+    directory = ChunkDirectory(path)
+    directory.open()
+    if directory.count() != collection.count():
+
+        def fetch(ids: Sequence[str]) -> list[ChunkRecord]:
+            return _records(collection, ids)
+
+        reconcile(directory, all_ids(collection), fetch if before_directories else None)
+    return directory
+
+
+def all_ids(collection: Any) -> Iterator[str]:
+    """Every id in a Chroma collection, page by page (ids only: the cheap read)."""
+    for offset in itertools.count(0, _PAGE):
+        ids: list[str] = collection.get(include=[], limit=_PAGE, offset=offset)["ids"]
+        yield from ids
+        if len(ids) < _PAGE:
+            return
+
+
+def _records(collection: Any, ids: Sequence[str]) -> list[ChunkRecord]:
+    """Chunk records rebuilt from Chroma's metadata and documents (the slow read).
+
+    Vectors written without metadata (ADR 52) give none.
+    """
+    page = collection.get(ids=list(ids), include=["metadatas", "documents"])
+    return [
+        record_from_metadata(cid, meta, doc or "")
+        for cid, meta, doc in zip(page["ids"], page["metadatas"], page["documents"], strict=True)
+        if meta
+    ]
 
 
 def _delete_ids(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
