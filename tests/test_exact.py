@@ -268,11 +268,11 @@ def test_a_perfect_match_ranks_before_every_better_fused_score() -> None:
     # Without the boost the marker note would be last but one: it is only second on one leg.
     by_fused = sorted(candidates, key=lambda e: (-_fused(evidence, e), e))
     assert by_fused.index("m") > 0
-    assert evidence.best(candidates, 10)[0] == "m"
+    assert evidence.best(10)[0] == "m"
     assert evidence.matches == {"m": ExactMatch(kind=MatchKind.IDENTIFIER, term="zx0000q")}
     assert evidence.scores["m"] == pytest.approx(_fused(evidence, "m") + evidence.boost)
     # The others keep their fused scores and their order.
-    others = [e for e in evidence.best(candidates, 10) if e != "m"]
+    others = [e for e in evidence.best(10) if e != "m"]
     assert others == [e for e in by_fused if e != "m"]
     assert all(evidence.scores[e] == _fused(evidence, e) for e in others)
 
@@ -281,8 +281,8 @@ def test_perfect_matches_rank_among_themselves_by_fused_score() -> None:
     names = {"a": "Alpha", "b": "Beta", "c": "Gamma", "d": "Delta", "e": "Ticket PAY-1234"}
     semantic = {"a": "alpha", "b": "beta PAY-1234", "c": "gamma", "d": "delta PAY-1234"}
     lexical = {"d": "delta PAY-1234", "b": "beta PAY-1234", "a": "alpha"}
-    _, evidence, candidates, _ = _rank("pay-1234", names, semantic, lexical)
-    ordered = evidence.best(candidates, 10)
+    _, evidence, _candidates, _ = _rank("pay-1234", names, semantic, lexical)
+    ordered = evidence.best(10)
     perfect = ["b", "d", "e"]
     assert set(evidence.matches) == set(perfect)
     assert evidence.matches["e"].kind is MatchKind.IDENTIFIER  # the name holds the token
@@ -296,9 +296,9 @@ def test_the_name_match_ranks_first_and_the_result_says_so() -> None:
     names = {"a": "Release checklist for mobile", "b": "Release  CHECKLIST", "c": "Other"}
     semantic = {"a": "release checklist release checklist", "c": "x", "b": "unrelated"}
     lexical = {"a": "release checklist release checklist"}
-    plan, evidence, candidates, states = _rank("release checklist", names, semantic, lexical)
+    plan, evidence, _candidates, states = _rank("release checklist", names, semantic, lexical)
     assert _fused(evidence, "a") > _fused(evidence, "b")
-    ordered = evidence.best(candidates, 10)
+    ordered = evidence.best(10)
     assert ordered[0] == "b"
     result = evidence.result(states["b"], [])
     assert result.exact == ExactMatch(kind=MatchKind.NAME, term="release checklist")

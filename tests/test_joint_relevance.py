@@ -158,7 +158,7 @@ def test_rank_follows_the_plans_relevance_setting() -> None:
             assert sum(evidence.contributions[eid].values()) == pytest.approx(evidence.scores[eid])
         assert evidence.ranks[Leg.SEMANTIC]["x"] == 1  # each leg's own rank, for explain()
         assert evidence.ranks[Leg.LEXICAL]["x"] == 6
-        return evidence.best(candidates, 3)
+        return evidence.best(3)
 
     assert plan.relevance == "scores"
     assert order("scores") == ["x", "y", "o0"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from connectors.contract.filter_tree import evaluate, leaves
+from connectors.contract.filter_tree import MATCH_ALL, evaluate, leaves
 from connectors.contract.predicates import Predicate
 from connectors.contract.records import ChunkHit
 from connectors.contract.system_of_record import StateHead, StoredState
@@ -51,13 +51,15 @@ def eligible_candidates(
     neighbours: Neighbours,
 ) -> list[str]:
     """Phase 1's candidates that are visible, eligible, and scored on a leg, in their order."""
-    return [
+    scored = [
         eid
         for eid in candidate_ids
-        if eid in visible
-        and eligible(plan, states[eid], neighbours)
-        and (eid in semantic_raw or eid in lexical_raw)
+        if eid in visible and (eid in semantic_raw or eid in lexical_raw)
     ]
+    if plan.filter == MATCH_ALL:  # the common search: the type decides, once per type
+        types = searchable_types(plan)
+        return [eid for eid in scored if states[eid].element_type in types]
+    return [eid for eid in scored if eligible(plan, states[eid], neighbours)]
 
 
 def graph_candidates(
@@ -116,6 +118,15 @@ def eligible(plan: Plan, state: StateHead | StoredState, neighbours: Neighbours)
     return evaluate(plan.filter, state.filter_values, neighbours.of(state.element_id))
 
 
+def searchable_types(plan: Plan) -> set[str]:
+    """The request's types that are knowledge assets: `eligible`'s type rule, per type."""
+    return {
+        t
+        for t in plan.element_types
+        if (cls := element_class(t)) is not None and cls.knowledge_asset
+    }
+
+
 __all__ = [
     "BestChunk",
     "Phase1",
@@ -125,4 +136,5 @@ __all__ = [
     "graph_candidates",
     "leg_scores",
     "needs_filter_values",
+    "searchable_types",
 ]

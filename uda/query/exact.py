@@ -50,6 +50,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 
+import numpy as np
+
 from uda.query.fusion import Fusion, Leg
 
 BOOST_FACTOR = 1.05
@@ -171,12 +173,27 @@ class ExactQuery:
         """The exact-match view of a query (no query: nothing matches)."""
         return _exact_query(query or "")
 
+    def names(self, name: str) -> bool:
+        """Whether the query is this name, both folded (the name rule).
+
+        Phase 3 asks it of every candidate: most names are told apart by their case-folded
+        length or first word before any whitespace is folded (folding never lengthens).
+        """
+        if not self.folded:
+            return False
+        folded = name.casefold()
+        if folded == self.folded:
+            return True
+        if len(folded) < len(self.folded) or self.folded.split(" ", 1)[0] not in folded:
+            return False
+        return " ".join(folded.split()) == self.folded
+
     def match(self, name: str, texts: Iterable[str]) -> ExactMatch | None:
         """How a candidate with this name and these chunk texts matches, or None.
 
         The strongest kind wins: name, then phrase, then identifier (in query order).
         """
-        if self.folded and fold(name) == self.folded:
+        if self.names(name):
             return ExactMatch(kind=MatchKind.NAME, term=self.folded)
         if not self.terms:
             return None
@@ -211,9 +228,9 @@ def _exact_query(query: str) -> ExactQuery:
 
 def score_ceiling(fusion: Fusion, weights: Mapping[Leg, float]) -> float:
     """The largest fused score a candidate can reach: ranked first by every leg."""
-    probe = ""
-    parts = fusion.contributions({leg: {probe: 1} for leg in Leg}, weights)
-    return sum(parts.get(probe, {}).values())
+    first = np.ones(1, dtype=np.int64)
+    parts = fusion.leg_contributions(dict.fromkeys(Leg, first), weights)
+    return sum(float(column[0]) for column in parts.values())
 
 
 def exact_boost(fusion: Fusion, weights: Mapping[Leg, float], fused: Iterable[float]) -> float:

@@ -16,10 +16,13 @@ fusion. A rank throws away how far ahead the best hits are; the scores keep it (
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 RRF_K = 60
 SECONDS_PER_DAY = 86_400.0
@@ -76,47 +79,91 @@ def apply_decay(raw: float, factor: float) -> float:
     return raw * factor if raw >= 0 else raw / factor
 
 
-def ranks_by_score(scores: Mapping[str, float]) -> dict[str, int]:
-    """1-based ranks by score, highest first; ties broken by element id (deterministic)."""
-    ordered = sorted(scores, key=lambda key: (-scores[key], key))
-    return {key: position for position, key in enumerate(ordered, start=1)}
+# -- the candidate columns -------------------------------------------------------------------
+# Phase 3 ranks a few hundred candidates per search. Each rule below is written once, over
+# numpy columns aligned with the candidates (position i is candidate i), and the per-id
+# functions further down (`ranks_by_score`, `rrf`, ...) are views of the same rules for
+# callers that hold mappings. Sums run left to right as Python's `sum` does (not numpy's
+# pairwise sum), so a score is the same float whichever form computed it.
+Scores = npt.NDArray[np.float64]
+Ranks = npt.NDArray[np.int64]  # 1-based rank of each candidate; 0 where the leg ranks none
+Mask = npt.NDArray[np.bool_]
 
 
-def centrality_ranks(
-    centrality: Mapping[str, float], semantic_ranks: Mapping[str, int]
-) -> dict[str, int]:
-    """1-based ranks by centrality, highest first, of every candidate - if any has some.
+def decay_factor_column(age_days: Scores, half_life_days: float, floor: float) -> Scores:
+    """`decay_factor` of each age."""
+    if half_life_days <= 0:
+        raise ValueError("half_life_days must be positive")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError("floor must be within [0, 1]")
+    halved = np.power(0.5, np.maximum(age_days, 0.0) / half_life_days)
+    return np.maximum(np.maximum(floor, halved), MIN_DECAY_FACTOR)
+
+
+def apply_decay_column(raw: Scores, factor: Scores) -> Scores:
+    """`apply_decay` of each score by its factor."""
+    return np.where(raw >= 0, raw * factor, raw / factor)
+
+
+def tie_order(ids: Sequence[str]) -> Ranks:
+    """Each id's position in sorted order: the tie-break of every ranking (by element id)."""
+    order = np.empty(len(ids), dtype=np.int64)
+    order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids), dtype=np.int64)
+    return order
+
+
+def score_ranks(scores: Scores, present: Mask, ties: Ranks) -> Ranks:
+    """1-based ranks of the present candidates by score, highest first; ties by id."""
+    where = np.flatnonzero(present)
+    ordered = where[np.lexsort((ties[where], -scores[where]))]
+    ranks = np.zeros(len(scores), dtype=np.int64)
+    ranks[ordered] = np.arange(1, len(ordered) + 1, dtype=np.int64)
+    return ranks
+
+
+def centrality_rank_column(centrality: Scores, semantic_ranks: Ranks, ties: Ranks) -> Ranks:
+    """1-based ranks of every candidate by centrality, highest first - if any has some.
 
     Ties (zero included): better semantic rank first, then element id (docs/design.md). A
     candidate outside the graph is the *least* central, not unranked: leaving it out would
     hand every connected candidate a bonus no disconnected one can match, and in a sparse
     graph the few connected candidates would jump a dozen dense ranks for being connected
     (measured: hotpotqa R@2 0.94 -> 0.56). When no candidate has any centrality the leg
-    carries no signal and ranks nothing, so a corpus without a graph changes nothing.
+    carries no signal and ranks nothing (all 0), so a corpus without a graph changes nothing.
     """
-    if not any(value > 0 for value in centrality.values()):
-        return {}
-    unranked = len(semantic_ranks) + 1
-    ranked = sorted(
-        centrality, key=lambda key: (-centrality[key], semantic_ranks.get(key, unranked), key)
-    )
-    return {key: position for position, key in enumerate(ranked, start=1)}
+    if not bool(np.any(centrality > 0)):
+        return np.zeros(len(centrality), dtype=np.int64)
+    unranked = int(np.count_nonzero(semantic_ranks)) + 1
+    semantic = np.where(semantic_ranks > 0, semantic_ranks, unranked)
+    ordered = np.lexsort((ties, semantic, -centrality))
+    ranks = np.empty(len(centrality), dtype=np.int64)
+    ranks[ordered] = np.arange(1, len(ordered) + 1, dtype=np.int64)
+    return ranks
 
 
-def standard_scores(scores: Mapping[str, float]) -> dict[str, float]:
-    """Each score as standard deviations from this set's mean (all 0 when they are equal)."""
-    if not scores:
-        return {}
-    mean = sum(scores.values()) / len(scores)
-    spread = math.sqrt(sum((v - mean) ** 2 for v in scores.values()) / len(scores))
+def standard_column(scores: Scores, present: Mask) -> Scores:
+    """The present scores as standard deviations from their mean (0 where all are equal).
+
+    Only the present positions are meaningful in the result.
+    """
+    values = scores[present]
+    if not len(values):
+        return np.zeros(len(scores))
+    mean = sum(values.tolist()) / len(values)
+    spread = math.sqrt(sum(((values - mean) ** 2).tolist()) / len(values))
     if spread == 0.0:
-        return dict.fromkeys(scores, 0.0)
-    return {key: (value - mean) / spread for key, value in scores.items()}
+        return np.zeros(len(scores))
+    return (scores - mean) / spread
 
 
-def joint_relevance_ranks(
-    semantic: Mapping[str, float], lexical: Mapping[str, float], weights: Mapping[Leg, float]
-) -> dict[str, int] | None:
+def joint_rank_column(
+    semantic: Scores,
+    semantic_present: Mask,
+    lexical: Scores,
+    lexical_present: Mask,
+    weights: Mapping[Leg, float],
+    ties: Ranks,
+) -> Ranks | None:
     """One rank for the semantic and lexical legs, from their standardised scores.
 
     `w_s * z_s + w_l * z_l` (weights normalised to sum 1); a candidate one leg did not find
@@ -126,17 +173,88 @@ def joint_relevance_ranks(
     """
     w_semantic = weights.get(Leg.SEMANTIC, 0.0)
     w_lexical = weights.get(Leg.LEXICAL, 0.0)
-    if w_semantic <= 0.0 or w_lexical <= 0.0 or not semantic or not lexical:
+    if w_semantic <= 0.0 or w_lexical <= 0.0:
         return None
-    z_semantic, z_lexical = standard_scores(semantic), standard_scores(lexical)
-    floor_semantic, floor_lexical = min(z_semantic.values()), min(z_lexical.values())
+    if not bool(semantic_present.any()) or not bool(lexical_present.any()):
+        return None
+    z_semantic = standard_column(semantic, semantic_present)
+    z_lexical = standard_column(lexical, lexical_present)
+    z_semantic = np.where(semantic_present, z_semantic, z_semantic[semantic_present].min())
+    z_lexical = np.where(lexical_present, z_lexical, z_lexical[lexical_present].min())
     share = w_semantic / (w_semantic + w_lexical)
-    joint = {
-        key: share * z_semantic.get(key, floor_semantic)
-        + (1.0 - share) * z_lexical.get(key, floor_lexical)
-        for key in z_semantic.keys() | z_lexical.keys()
-    }
-    return ranks_by_score(joint)
+    joint = share * z_semantic + (1.0 - share) * z_lexical
+    return score_ranks(joint, semantic_present | lexical_present, ties)
+
+
+def rrf_column(ranks: Ranks, weight: float, k: int = RRF_K) -> Scores:
+    """One leg's contribution to each candidate: `w / (k + rank)`, 0 where it ranks none."""
+    return np.where(ranks > 0, weight / (k + ranks), 0.0)
+
+
+def attribute_joint(
+    semantic: Scores, lexical: Scores, found_semantic: Mask, found_lexical: Mask
+) -> tuple[Scores, Scores]:
+    """Contributions of a joint relevance rank, credited to the legs that found each candidate.
+
+    The fusion gave each leg `w_leg / (k + joint rank)`; a candidate one leg did not find
+    owes that share to the other leg, so it is moved there (the sum stays the same).
+    Returns the two legs' contributions; each counts only where its leg found the candidate.
+    """
+    both = semantic + lexical
+    return (
+        np.where(found_lexical, semantic, both),
+        np.where(found_semantic, lexical, both),
+    )
+
+
+# -- the same rules, per id -------------------------------------------------------------------
+def ranks_by_score(scores: Mapping[str, float]) -> dict[str, int]:
+    """1-based ranks by score, highest first; ties broken by element id (deterministic)."""
+    keys = list(scores)
+    column = np.fromiter(scores.values(), dtype=np.float64, count=len(keys))
+    ranks = score_ranks(column, np.ones(len(keys), dtype=np.bool_), tie_order(keys))
+    return {keys[i]: int(ranks[i]) for i in np.argsort(ranks, kind="stable")}
+
+
+def centrality_ranks(
+    centrality: Mapping[str, float], semantic_ranks: Mapping[str, int]
+) -> dict[str, int]:
+    """`centrality_rank_column` per id: every candidate ranked, or none."""
+    keys = list(centrality)
+    ranks = centrality_rank_column(
+        np.fromiter(centrality.values(), dtype=np.float64, count=len(keys)),
+        np.fromiter((semantic_ranks.get(k, 0) for k in keys), dtype=np.int64, count=len(keys)),
+        tie_order(keys),
+    )
+    if not ranks.any():
+        return {}
+    return {keys[i]: int(ranks[i]) for i in np.argsort(ranks, kind="stable")}
+
+
+def standard_scores(scores: Mapping[str, float]) -> dict[str, float]:
+    """Each score as standard deviations from this set's mean (all 0 when they are equal)."""
+    keys = list(scores)
+    column = np.fromiter(scores.values(), dtype=np.float64, count=len(keys))
+    z = standard_column(column, np.ones(len(keys), dtype=np.bool_))
+    return {key: float(value) for key, value in zip(keys, z.tolist(), strict=True)}
+
+
+def joint_relevance_ranks(
+    semantic: Mapping[str, float], lexical: Mapping[str, float], weights: Mapping[Leg, float]
+) -> dict[str, int] | None:
+    """`joint_rank_column` per id (None: nothing to fuse)."""
+    keys = list(dict.fromkeys([*semantic, *lexical]))
+    columns = [
+        (
+            np.fromiter((leg.get(k, 0.0) for k in keys), dtype=np.float64, count=len(keys)),
+            np.fromiter((k in leg for k in keys), dtype=np.bool_, count=len(keys)),
+        )
+        for leg in (semantic, lexical)
+    ]
+    ranks = joint_rank_column(*columns[0], *columns[1], weights, tie_order(keys))
+    if ranks is None:
+        return None
+    return {keys[i]: int(ranks[i]) for i in np.argsort(ranks, kind="stable")}
 
 
 def attribute_joint_contributions(
@@ -144,20 +262,19 @@ def attribute_joint_contributions(
     semantic: Mapping[str, float],
     lexical: Mapping[str, float],
 ) -> dict[str, dict[Leg, float]]:
-    """Contributions of a joint relevance rank, credited to the legs that found each candidate.
-
-    The fusion gave each leg `w_leg / (k + joint rank)`; a candidate one leg did not find
-    owes that share to the other leg, so it is moved there (the sum stays the same).
-    """
+    """`attribute_joint` per id: a share a leg did not earn moves to the leg that did."""
     out: dict[str, dict[Leg, float]] = {}
     for key, parts in contributions.items():
         moved = dict(parts)
-        for absent, present, found in (
-            (Leg.LEXICAL, Leg.SEMANTIC, lexical),
-            (Leg.SEMANTIC, Leg.LEXICAL, semantic),
-        ):
-            if key not in found and absent in moved:
-                moved[present] = moved.get(present, 0.0) + moved.pop(absent)
+        if Leg.SEMANTIC in moved and Leg.LEXICAL in moved:
+            found = np.array([key in semantic]), np.array([key in lexical])
+            to_semantic, to_lexical = attribute_joint(
+                np.array([moved[Leg.SEMANTIC]]), np.array([moved[Leg.LEXICAL]]), *found
+            )
+            moved[Leg.SEMANTIC], moved[Leg.LEXICAL] = float(to_semantic[0]), float(to_lexical[0])
+            for leg, kept in ((Leg.SEMANTIC, found[0][0]), (Leg.LEXICAL, found[1][0])):
+                if not kept:
+                    del moved[leg]
         out[key] = moved
     return out
 
@@ -169,15 +286,17 @@ def rrf_contributions(
 ) -> dict[str, dict[Leg, float]]:
     """Each candidate's contribution from each leg: `w_leg / (k + rank_leg)`.
 
-    A leg that does not rank a candidate adds nothing for it.
+    A leg that does not rank a candidate adds nothing for it; a leg that weighs 0 adds
+    nothing at all.
     """
     contributions: dict[str, dict[Leg, float]] = {}
     for leg, leg_ranks in ranks.items():
         weight = weights.get(leg, 0.0)
         if weight == 0.0:
             continue
-        for key, rank in leg_ranks.items():
-            contributions.setdefault(key, {})[leg] = weight / (k + rank)
+        column = np.fromiter(leg_ranks.values(), dtype=np.int64, count=len(leg_ranks))
+        for key, value in zip(leg_ranks, rrf_column(column, weight, k).tolist(), strict=True):
+            contributions.setdefault(key, {})[leg] = value
     return contributions
 
 
@@ -195,26 +314,28 @@ class Fusion(Protocol):
 
     A fusion gives each candidate's contribution from each leg, and a candidate's score is
     the sum of its contributions: that is what lets `explain()` say what every leg added.
+    It works on columns: phase 3 ranks hundreds of candidates per search.
     """
 
-    def contributions(
-        self, ranks: Mapping[Leg, Mapping[str, int]], weights: Mapping[Leg, float]
-    ) -> dict[str, dict[Leg, float]]:
+    def leg_contributions(
+        self, ranks: Mapping[Leg, Ranks], weights: Mapping[Leg, float]
+    ) -> dict[Leg, Scores]:
         """Each candidate's contribution from each leg.
 
         Args:
-            ranks: per leg, the 1-based rank of each candidate that leg ranks.
+            ranks: per leg, the 1-based rank of each candidate (0: the leg ranks it not).
             weights: per leg, the plan's weight (a leg without one weighs nothing).
 
         Returns:
-            Per candidate, per leg that adds something for it, the amount added.
+            Per leg that adds anything, each candidate's contribution; where the leg ranks
+            the candidate not, nothing is added and the value is 0.
         """
         ...
 
 
 @dataclass(frozen=True)
 class ReciprocalRankFusion:
-    """Weighted Reciprocal Rank Fusion (`rrf_contributions`): the planner's fusion.
+    """Weighted Reciprocal Rank Fusion (`rrf_column`): the planner's fusion.
 
     Args:
         k: the RRF constant; larger flattens the difference between neighbouring ranks.
@@ -222,8 +343,18 @@ class ReciprocalRankFusion:
 
     k: int = RRF_K
 
+    def leg_contributions(
+        self, ranks: Mapping[Leg, Ranks], weights: Mapping[Leg, float]
+    ) -> dict[Leg, Scores]:
+        """Each leg's `w_leg / (k + rank_leg)` column; legs that weigh 0 add nothing."""
+        return {
+            leg: rrf_column(column, weights.get(leg, 0.0), self.k)
+            for leg, column in ranks.items()
+            if weights.get(leg, 0.0) != 0.0
+        }
+
     def contributions(
         self, ranks: Mapping[Leg, Mapping[str, int]], weights: Mapping[Leg, float]
     ) -> dict[str, dict[Leg, float]]:
-        """Each candidate's contribution from each leg: `w_leg / (k + rank_leg)`."""
+        """Per id: each candidate's contribution from each leg (`rrf_contributions`)."""
         return rrf_contributions(ranks, weights, self.k)

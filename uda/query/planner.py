@@ -344,7 +344,7 @@ class Planner:
         )
         # A later page is a slice of the same ranking: same pool, same stamp, same clock.
         end = offset + plan.request.limit
-        ordered = evidence.best(candidates, end)[offset:]
+        ordered = evidence.best(end)[offset:]
         context = await self._context(plan, guard, ordered, adj, heads, {})
         return SearchResponse(
             plan=plan,
