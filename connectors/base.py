@@ -243,6 +243,21 @@ class RelationalCapable(ABC):
             out.update({h.element_id: older[h.element_id] for h in group if _same(older, h)})
         return out
 
+    async def chunk_texts(self, chunks: Sequence[tuple[str, int, str]]) -> dict[str, str]:
+        """The text of each chunk, by chunk id; a chunk not stored is left out.
+
+        `chunks` are (element id, version, chunk id). The retrieval legs may return hits
+        without text (`ChunkHit.text` None, ADR 53); phase 3 reads here, in one query, the
+        text of the chunks it shows or matches the query against. This default reads the
+        states' chunks (`load_chunks`); a store overrides it with a lookup of these alone.
+        """
+        wanted = {cid for _, _, cid in chunks}
+        if not wanted:
+            return {}
+        states = list(dict.fromkeys((eid, int(version)) for eid, version, _ in chunks))
+        loaded = await self.load_chunks(states, embeddings=False)
+        return {c.chunk_id: c.text for c in loaded if c.chunk_id in wanted}
+
     @abstractmethod
     async def select_states(self, selection: StateSelection) -> list[StoredState]:
         """One page of a structured retrieval (`connectors.contract.selection`), in one query.

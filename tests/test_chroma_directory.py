@@ -1,4 +1,4 @@
-"""The embedded Chroma store's chunk directory: its only copy of filter fields and text.
+"""The embedded Chroma store's chunk directory: its only copy of the chunks' filter fields.
 
 Built for stores from before it; lost, it fails closed until the chunks are rewritten;
 searched in three ways.
@@ -94,7 +94,7 @@ def test_a_store_from_before_the_directory_gets_one_on_connect(tmp_path: Path) -
 
     found = asyncio.run(_search(tmp_path, query, 10, PUBLIC))
     assert [cid for cid, _ in found] == exact_top(query, corpus, 10, PUBLIC)
-    assert all(text == f"text of {cid.split('@')[0].removeprefix('doc-')}" for cid, text in found)
+    assert all(text is None for _, text in found)  # the planner reads what it shows (ADR 53)
     assert _directory_rows(tmp_path) == {c.chunk_id: c.sensitivity_rank for c in corpus}
 
 
@@ -118,7 +118,7 @@ def test_chroma_holds_vectors_only_and_a_lost_directory_fails_closed_until_rewri
     assert not any(stored["metadatas"])  # ADR 52
     assert not any(stored["documents"])
 
-    # The directory is the only copy of filter fields and text: without it no vector may
+    # The directory is the only copy of the filter fields: without it no vector may
     # pass a filter, and each is reported unusable, so that a check names it.
     (tmp_path / "uda_chunks.directory.sqlite3").unlink()
     assert asyncio.run(_search(tmp_path, query, 10, PUBLIC)) == []
@@ -153,7 +153,7 @@ def test_each_search_path_returns_the_nearest_passing_chunks(
     expected = exact_top(query, corpus, k, PUBLIC)
     assert len(hits) == k
     assert len({cid for cid, _ in hits} & set(expected)) >= 0.9 * k
-    assert all(text == f"text of {cid.split('@')[0][4:]}" for cid, text in hits)
+    assert all(text is None for _, text in hits)
     rounds = {"over-fetch": 1, "widened": 2, "within the ids that pass": None}[path]
     if rounds is not None:
         assert len(queries) == rounds
@@ -187,3 +187,26 @@ def test_the_search_is_at_least_as_wide_as_ef_search(
         del client
     asyncio.run(_write(tmp_path, _corpus(20, public_every=1)))
     assert _ef_search(tmp_path) == opened_with
+
+
+def test_a_directory_of_an_earlier_release_loses_its_text(tmp_path: Path) -> None:
+    """Hits carry no text since ADR 53: the text table of earlier directories is dropped."""
+    corpus = _corpus(20, public_every=1)
+    asyncio.run(_write(tmp_path, corpus))
+    path = tmp_path / "uda_chunks.directory.sqlite3"
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE chunk_text (chunk_id TEXT PRIMARY KEY, text TEXT NOT NULL)")
+        db.execute("INSERT INTO chunk_text VALUES ('doc-1@1#0', 'text of 1')")
+    db.close()
+
+    query = random_vectors(1, DIMENSION, seed=12)[0]
+    found = asyncio.run(_search(tmp_path, query, 5, PUBLIC))
+    assert [cid for cid, _ in found] == exact_top(query, corpus, 5, PUBLIC)
+    db = sqlite3.connect(path)
+    try:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    finally:
+        db.close()
+    assert "chunk_text" not in tables
+    assert "chunks" in tables

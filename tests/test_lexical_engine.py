@@ -83,7 +83,7 @@ def _both_paths(
             if n_docs
             else []
         )
-    return [(c, s) for c, _, _, _, s in engine], [(c, s) for c, _, _, _, s in exhaustive]
+    return [(c, s) for c, _, _, s in engine], [(c, s) for c, _, _, _, s in exhaustive]
 
 
 filters = st.builds(

@@ -53,9 +53,10 @@ class FixedEmbedder:
 class RecordingVectorDouble(Connector, VectorCapable):
     """Test double of a vector store: brute force in memory, counting calls."""
 
-    def __init__(self, name: str, delay: float = 0.0) -> None:
+    def __init__(self, name: str, delay: float = 0.0, *, with_text: bool = True) -> None:
         self.name = name  # type: ignore[misc]
         self.delay = delay
+        self.with_text = with_text  # False: hits come without text, as the embedded store's
         self.chunks: dict[str, ChunkRecord] = {}
         self.search_calls = 0
         self.score_calls: list[list[str]] = []
@@ -108,7 +109,7 @@ class RecordingVectorDouble(Connector, VectorCapable):
                 chunk_id=c.chunk_id,
                 element_id=c.element_id,
                 version=c.version,
-                text=c.text,
+                text=c.text if self.with_text else None,
                 score=float(np.dot(q, np.asarray(c.embedding))),
             )
             for c in self.chunks.values()
@@ -437,3 +438,67 @@ async def test_a_result_hidden_between_ranking_and_hydration_is_not_shown(
         await sor.close()
     assert response.results == []
     assert sor.version_reads == [["d", "p", "r", "x"]]  # it was ranked, then read, then dropped
+
+
+class TextReadingStore(SQLiteConnector):
+    """The real SQLite store, recording which chunk texts the planner reads (ADR 53)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.text_reads: list[list[str]] = []
+
+    async def chunk_texts(self, chunks: Sequence[tuple[str, int, str]]) -> dict[str, str]:
+        self.text_reads.append(sorted(cid for _, _, cid in chunks))
+        return await super().chunk_texts(chunks)
+
+
+async def _textless_fixture(tmp_path: Path) -> tuple[Planner, TextReadingStore]:
+    sor = TextReadingStore(tmp_path / "sor.sqlite3")
+    planner, writer, _ = await _setup(
+        tmp_path, [RecordingVectorDouble("vec", with_text=False)], sor
+    )
+    await writer.ingest(
+        [
+            Document(
+                element_id=f"d{i}",
+                name=f"doc {i}",
+                text=f"passage {i} about text" + (" see zx0000q" if i == 7 else ""),
+                sensitivity="public",
+            )
+            for i in range(12)
+        ],
+        [],
+    )
+    sor.text_reads = []
+    return planner, sor
+
+
+async def test_hits_without_text_get_the_pages_snippets_in_one_read(tmp_path: Path) -> None:
+    planner, sor = await _textless_fixture(tmp_path)
+    try:
+        request = SearchRequest(query="text", limit=3, weights={"lexical": 0.0})
+        results = (await planner.search(request)).results
+    finally:
+        await sor.close()
+    assert len(results) == 3
+    for result in results:
+        number = result.element_id.removeprefix("d")
+        assert result.snippet.startswith(f"passage {number} about text")
+    # One read, of the page's snippet chunks only (a chunk id is element@version#index).
+    assert sor.text_reads == [sorted(f"{r.element_id}@1#0" for r in results)]
+
+
+async def test_an_exact_term_is_found_in_text_the_legs_did_not_return(tmp_path: Path) -> None:
+    """The identifier is only in a chunk's text: read for every candidate before ranking."""
+    planner, sor = await _textless_fixture(tmp_path)
+    try:
+        request = SearchRequest(query="zx0000q", limit=3, weights={"lexical": 0.0})
+        response = await planner.search(request)
+        results = response.results
+        explained = response.explain()
+    finally:
+        await sor.close()
+    assert results[0].element_id == "d7"
+    assert explained.results[0].exact is not None
+    assert len(sor.text_reads) == 1  # the candidates' texts; the page's are among them
+    assert len(sor.text_reads[0]) == 12

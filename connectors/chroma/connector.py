@@ -1,12 +1,12 @@
 """Chroma: the embedded vector store (`PersistentClient`), and Chroma server (`HttpClient`).
 
 Embeddings are always passed in: with `embedding_function=None` Chroma never tries to fetch a
-model. The embedded store keeps a chunk directory beside the collection (filter fields and
-text in SQLite, `connectors.chroma.directory`): Chroma holds ids and vectors only, and a
-search asks it for ids and distances only (ADR 16, 52). Against a Chroma server, which may
-have other writers, the filter is applied to the metadata Chroma returns, and pushed into the
-query (`where`) when too few pass, instead of filtering a fixed top-k, which would starve the
-candidate pool.
+model. The embedded store keeps a chunk directory beside the collection (filter fields in
+SQLite, `connectors.chroma.directory`): Chroma holds ids and vectors only, a search asks it
+for ids and distances only, and its hits carry no text (ADR 16, 52, 53). Against a Chroma
+server, which may have other writers, the filter is applied to the metadata Chroma returns,
+and pushed into the query (`where`) when too few pass, instead of filtering a fixed top-k,
+which would starve the candidate pool.
 """
 
 from __future__ import annotations
@@ -197,8 +197,8 @@ class ChromaConnector(Connector, VectorCapable):
         freshly added points unreachable by queries, so a stored id is never added again.
 
         The embedded store gives Chroma ids and vectors only: the chunk directory is where
-        searches read filter fields and text, and adding them to Chroma as well cost three
-        quarters of a write (ADR 52). A Chroma server gets metadata and documents, which its
+        searches read filter fields, and adding them to Chroma as well cost three quarters
+        of a write (ADR 52). A Chroma server gets metadata and documents, which its
         searches filter on.
         """
         missing = [c.chunk_id for c in chunks if c.embedding is None]
@@ -370,7 +370,7 @@ class ChromaConnector(Connector, VectorCapable):
                     n_results=len(chunk_ids),
                     include=["distances"],
                 )
-                return _with_text(self._directory, _passing(result, self._directory, search_filter))
+                return _hits_of(_passing(result, self._directory, search_filter))
             hits: list[ChunkHit] = []
             for start in range(0, len(ids), _BATCH):
                 page = collection.get(
@@ -436,7 +436,7 @@ def _search_directory(
         hits = _passing(result, directory, search_filter)
         seen = len(result["ids"][0])
         if len(hits) >= k or seen < fetch:
-            return _with_text(directory, hits[:k])  # enough, or the whole collection was seen
+            return _hits_of(hits[:k])  # enough, or the whole collection was seen
         rate = len(hits) / seen
         wanted = math.ceil(1.5 * k / rate) if rate else _WIDEST + 1
         if attempt or wanted > _WIDEST:
@@ -451,10 +451,10 @@ def _search_directory(
         n_results=min(k, len(allowed)),
         include=["distances"],
     )
-    return _with_text(directory, _passing(result, directory, search_filter)[:k])
+    return _hits_of(_passing(result, directory, search_filter)[:k])
 
 
-# A hit that passed the filter, before its text is read: (chunk, element, version, score).
+# A hit that passed the filter: (chunk, element, version, score).
 _Passing = tuple[str, str, int, float]
 
 
@@ -474,11 +474,13 @@ def _passing(result: Any, directory: ChunkDirectory, search_filter: SearchFilter
     ]
 
 
-def _with_text(directory: ChunkDirectory, hits: Sequence[_Passing]) -> list[ChunkHit]:
-    """The hits kept, with their text, read in one lookup."""
-    texts = directory.texts([cid for cid, *_ in hits])
+def _hits_of(hits: Sequence[_Passing]) -> list[ChunkHit]:
+    """The hits kept, without their text.
+
+    The planner reads the text of those it shows from the system of record (ADR 53), so the
+    directory keeps none.
+    """
     return [
-        ChunkHit(chunk_id=cid, element_id=eid, version=version, text=texts[cid], score=score)
+        ChunkHit(chunk_id=cid, element_id=eid, version=version, score=score)
         for cid, eid, version, score in hits
-        if cid in texts
     ]

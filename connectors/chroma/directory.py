@@ -1,16 +1,18 @@
-"""The embedded Chroma store's chunk directory: filter fields and text, in SQLite beside it.
+"""The embedded Chroma store's chunk directory: each chunk's filter fields, in SQLite beside it.
 
 Chroma answers an ids-and-distances query over 100k vectors in about 2 ms, but returning
 metadata or documents costs about 85 µs per record, and its filtered (`where`) query takes
 hundreds of milliseconds at that size because it first materialises every matching id. So
 the embedded connector asks Chroma for ids and distances only and decides here, with one
-indexed SQLite lookup, which hits pass the caller's filter and what their text is
+indexed SQLite lookup, which hits pass the caller's filter
 (docs/adr/0016-chroma-chunk-directory.md).
 
-The directory is the embedded store's only copy of its chunks' filter fields and text: Chroma
-holds ids and vectors (ADR 52), and what the directory lacks is rewritten from the system of
-record by `uda sync`, like any derived store's missing chunks. Writes go to Chroma first and to
-the directory second, so an interrupted write leaves a vector with no directory row, which a
+The directory is the embedded store's only copy of its chunks' filter fields: Chroma holds ids
+and vectors (ADR 52), and what the directory lacks is rewritten from the system of record by
+`uda sync`, like any derived store's missing chunks. It keeps no text: a hit carries none, and
+the planner reads the text of what it shows from the system of record (ADR 53); the text
+table of earlier releases is dropped when a directory is opened. Writes go to Chroma first and
+to the directory second, so an interrupted write leaves a vector with no directory row, which a
 search treats as not passing (it fails closed) and `chunk_states` reports as unusable until
 the write is repeated. A store from before the directory gets it from Chroma's metadata,
 which was complete then (`reconcile`).
@@ -49,24 +51,16 @@ CREATE TABLE IF NOT EXISTS chunks (
     filter_values TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS chunks_element ON chunks (element_id);
--- Text apart from the filter fields, so that a scan of the filter fields stays narrow.
-CREATE TABLE IF NOT EXISTS chunk_text (
-    chunk_id TEXT PRIMARY KEY,
-    text TEXT NOT NULL
-) WITHOUT ROWID;
+-- Releases before ADR 53 kept each chunk's text here too.
+DROP TABLE IF EXISTS chunk_text;
 """
 _UPSERT_CHUNK = insert_sql("chunks", DERIVED_CHUNK_COLUMNS, "?", verb="INSERT OR REPLACE")
-_UPSERT_TEXT = "INSERT OR REPLACE INTO chunk_text VALUES (?,?)"
 # Every id list is one JSON parameter, expanded by json_each: no statement grows with the input.
 _IDS = "(SELECT value FROM json_each(?))"
 # One JSON row (connectors/sqlite/json_rows.py): a search reads it beside other threads.
 _PASSING_SQL = (
     f"SELECT {json_array_rows('t.chunk_id, t.element_id, t.version')} "  # noqa: S608
     f"FROM chunks t WHERE t.chunk_id IN {_IDS} AND {{where}}"
-)
-_TEXTS_SQL = (
-    f"SELECT {json_array_rows('x.chunk_id, x.text')} "  # noqa: S608
-    f"FROM chunk_text x WHERE x.chunk_id IN {_IDS}"
 )
 _MATCHING_SQL = "SELECT t.chunk_id FROM chunks t WHERE {where}"
 _OF_ELEMENTS_SQL = f"SELECT t.chunk_id FROM chunks t WHERE t.element_id IN {_IDS} AND {{where}}"  # noqa: S608
@@ -77,7 +71,7 @@ Passing = tuple[str, int]
 
 
 class ChunkDirectory:
-    """Filter fields and text of every chunk of one collection; thread-safe."""
+    """The filter fields of every chunk of one collection; thread-safe."""
 
     def __init__(self, path: Path) -> None:
         self._db = SQLiteConnections(
@@ -105,7 +99,6 @@ class ChunkDirectory:
             return
         with self._transaction() as conn:
             conn.executemany(_UPSERT_CHUNK, [derived_chunk_values(c, json.dumps) for c in chunks])
-            conn.executemany(_UPSERT_TEXT, [(c.chunk_id, c.text) for c in chunks])
 
     def delete_ids(self, chunk_ids: Sequence[str]) -> None:
         """Delete chunks by id (unknown ids are ignored)."""
@@ -130,13 +123,6 @@ class ChunkDirectory:
             self._reader(), _PASSING_SQL.format(where=where), (json.dumps(list(chunk_ids)), *params)
         )
         return {cid: (eid, int(version)) for cid, eid, version in rows}
-
-    def texts(self, chunk_ids: Sequence[str]) -> dict[str, str]:
-        """The text of each of `chunk_ids` the directory holds."""
-        if not chunk_ids:
-            return {}
-        rows = read_json_rows(self._reader(), _TEXTS_SQL, (json.dumps(list(chunk_ids)),))
-        return dict(rows)
 
     def matching(self, search_filter: SearchFilter) -> list[str]:
         """Every chunk id that passes the filter (a scan: for filters that pass few)."""
@@ -262,4 +248,3 @@ def _delete_ids(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
     for start in range(0, len(chunk_ids), _PAGE):
         ids = json.dumps(list(chunk_ids[start : start + _PAGE]))
         conn.execute(f"DELETE FROM chunks WHERE chunk_id IN {_IDS}", (ids,))  # noqa: S608
-        conn.execute(f"DELETE FROM chunk_text WHERE chunk_id IN {_IDS}", (ids,))  # noqa: S608

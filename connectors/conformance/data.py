@@ -185,8 +185,8 @@ def edge(
     )
 
 
-def hit_view(hits: Sequence[ChunkHit]) -> list[tuple[str, str, int, str]]:
-    """What a hit must carry besides its score: chunk id, element id, version, text."""
+def hit_view(hits: Sequence[ChunkHit]) -> list[tuple[str, str, int, str | None]]:
+    """What a hit carries besides its score: chunk id, element id, version, text (or None)."""
     return [(h.chunk_id, h.element_id, h.version, h.text) for h in hits]
 
 

@@ -147,6 +147,12 @@ class RelationalOutboxConformance(ConformanceBase):
         assert {(c.chunk_id, c.element_id, c.text) for c in loaded} == {
             (chunk_id(i, 1, 0), i, f"text of {i}") for i in HOSTILE_IDS
         }
+        gone = (HOSTILE_IDS[0], 2, chunk_id(HOSTILE_IDS[0], 2, 0))  # no such version
+        texts = await relational.chunk_texts(
+            [(i, 1, chunk_id(i, 1, 0)) for i in HOSTILE_IDS] + [gone]
+        )
+        assert texts == {chunk_id(i, 1, 0): f"text of {i}" for i in HOSTILE_IDS}
+        assert await relational.chunk_texts([]) == {}
         assert await relational.expected_chunks() == {chunk_id(i, 1, 0): OPEN for i in HOSTILE_IDS}
         assert edge_set(await relational.load_edges([e.key for e in chain])) == edge_set(chain)
         assert edge_set(await relational.live_edges(HOSTILE_IDS[:1])) == edge_set(chain[:1])

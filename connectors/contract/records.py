@@ -85,13 +85,18 @@ class SearchFilter:
 
 @dataclass(frozen=True, kw_only=True)
 class ChunkHit:
-    """A chunk found by a vector or text search, with its raw relevance (higher is better)."""
+    """A chunk found by a vector or text search, with its raw relevance (higher is better).
+
+    `text` is the chunk's text when the store read it with the hit, None when it did not:
+    a search keeps a few of a leg's hits, and the planner reads the text of those it shows
+    from the system of record (`RelationalCapable.chunk_texts`, ADR 53).
+    """
 
     chunk_id: str
     element_id: str
     version: int
     score: float
-    text: str
+    text: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

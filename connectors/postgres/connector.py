@@ -291,6 +291,21 @@ class PostgresConnector(PostgresVectorLeg, PostgresTextLeg, RelationalCapable):
             for r in rows
         ]
 
+    async def chunk_texts(self, chunks: Sequence[tuple[str, int, str]]) -> dict[str, str]:
+        """The text of each chunk, by chunk id, looked up by (element, version) and id."""
+        keys = [(e, int(v), c) for e, v, c in chunks if storable(e) and storable(c)]
+        if not keys:
+            return {}
+        rows = await self._read_select(
+            q.CHUNK_TEXTS,
+            {
+                "eids": [k[0] for k in keys],
+                "vers": [k[1] for k in keys],
+                "cids": [k[2] for k in keys],
+            },
+        )
+        return {row[0]: row[1] for row in rows}
+
     async def load_edges(self, keys: Sequence[tuple[str, str, str]]) -> list[GraphEdge]:
         """Edges by key, with their current validity."""
         wanted = [k for k in keys if all(storable(part) for part in k)]

@@ -109,6 +109,14 @@ JOIN chunks c ON c.element_id = keys.eid AND c.version = keys.ver
 JOIN states s ON s.element_id = c.element_id AND s.version = c.version
 ORDER BY c.element_id COLLATE "C", c.version, c.idx
 """
+CHUNK_TEXTS = """
+WITH keys AS (
+    SELECT DISTINCT eid, ver, cid
+    FROM unnest(%(eids)s::text[], %(vers)s::int[], %(cids)s::text[]) AS k(eid, ver, cid))
+SELECT c.chunk_id, c.text
+FROM keys JOIN chunks c
+  ON c.element_id = keys.eid AND c.version = keys.ver AND c.chunk_id = keys.cid
+"""
 LOAD_CHUNKS = _LOAD_CHUNKS.format(columns=column_list(LOADED_CHUNK_COLUMNS))
 LOAD_CHUNKS_WITHOUT_EMBEDDING = _LOAD_CHUNKS.format(
     columns=column_list(LOADED_CHUNK_COLUMNS_WITHOUT_EMBEDDING)

@@ -46,6 +46,7 @@ from connectors.sqlite.json_rows import read_json_rows
 from connectors.sqlite.lexical import SQLiteTextLeg
 from connectors.sqlite.saved_queries import SavedQueryFile, move_from_store
 from connectors.sqlite.schema import (
+    CHUNK_TEXTS_SQL,
     EXPECTED_CHUNKS_SQL,
     EXPECTED_EDGES_SQL,
     HEAD_SELECT,
@@ -323,6 +324,15 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
             ]
 
         return await self._run(query)
+
+    async def chunk_texts(self, chunks: Sequence[tuple[str, int, str]]) -> dict[str, str]:
+        """The text of each chunk, by chunk id, in one lookup of the chunks' primary key."""
+        if not chunks:
+            return {}
+        ids = json.dumps(list(dict.fromkeys(cid for _, _, cid in chunks)))
+        return await self._run(
+            lambda: dict(read_json_rows(self._reader(), CHUNK_TEXTS_SQL, (ids,)))
+        )
 
     async def load_edges(self, keys: Sequence[tuple[str, str, str]]) -> list[GraphEdge]:
         """Edges by key, with their current validity."""

@@ -220,7 +220,7 @@ class SQLiteTextLeg(TextCapable):
                     else None
                 )
                 if current is not None:
-                    best = lexical_engine.engine_search(
+                    found = lexical_engine.engine_search(
                         conn,
                         self._lexical,
                         terms,
@@ -230,11 +230,14 @@ class SQLiteTextLeg(TextCapable):
                         params,
                         self._label_rows(conn, current),
                     )
-                else:
-                    n_docs, avg_len = self._visible_stats(conn, where, params)
-                    if not n_docs:
-                        return []
-                    best = sqlite_text.best_chunks(conn, terms, where, params, n_docs, avg_len, k)
+                    return [
+                        ChunkHit(chunk_id=c, element_id=e, version=v, score=score)
+                        for c, e, v, score in found
+                    ]
+                n_docs, avg_len = self._visible_stats(conn, where, params)
+                if not n_docs:
+                    return []
+                best = sqlite_text.best_chunks(conn, terms, where, params, n_docs, avg_len, k)
             return [
                 ChunkHit(chunk_id=c, element_id=e, version=v, text=t, score=score)
                 for c, e, v, t, score in best

@@ -5,9 +5,9 @@
 2. The labels the caller may see are searched by the engine (`connectors.tantivy`), each
    term weighted by the caller's idf, for a pool of candidates larger than `k`.
 3. The candidates that pass the filter (checked again) are read in one statement with their
-   lengths and packed term frequencies (`packed_terms`), scored at once with
-   `connectors.bm25`'s formula and the caller's statistics, and the `k` best are read back
-   with their text.
+   lengths and packed term frequencies (`packed_terms`) and scored at once with
+   `connectors.bm25`'s formula and the caller's statistics; the `k` best are the hits,
+   without their text (the planner reads the text of what it shows, ADR 53).
 
 Nothing a caller may not see enters any step: the statistics are summed over visible labels,
 each searched index holds one visible label only. A chunk the engine ranks just outside the
@@ -39,12 +39,9 @@ SELECT {rows} FROM (SELECT value AS doc FROM json_each(?)) cand
 CROSS JOIN text_chunks t ON t.rowid = cand.doc
 WHERE {where}
 """
-_CANDIDATE_ROWS = json_array_rows("t.rowid, t.chunk_id, t.length, hex(t.term_freqs)")
-# What a hit carries, for the `k` best only. Parameter: their row ids (JSON).
-_HITS_SQL = f"""
-SELECT {json_array_rows("t.rowid, t.element_id, t.version, t.text")} FROM text_chunks t
-WHERE t.rowid IN (SELECT value FROM json_each(?))
-"""  # noqa: S608 - fixed fragments only
+_CANDIDATE_ROWS = json_array_rows(
+    "t.chunk_id, t.element_id, t.version, t.length, hex(t.term_freqs)"
+)
 
 
 def pool_size(k: int) -> int:
@@ -66,8 +63,8 @@ def engine_search(
     where: str,
     params: Sequence[Any],
     label_rows: Sequence[lexical_stats.LabelRow],
-) -> list[tuple[str, str, int, str, float]]:
-    """The `k` best visible chunks as `(chunk_id, element_id, version, text, score)`.
+) -> list[tuple[str, str, int, float]]:
+    """The `k` best visible chunks as `(chunk_id, element_id, version, score)`.
 
     `label_rows` are `lexical_stats.label_rows(conn)`, which a caller may cache until the
     next text write.
@@ -95,24 +92,14 @@ def engine_search(
     if not rows:
         return []
     scored = packed_terms.scores(
-        [bytes.fromhex(row[3] or "") for row in rows],
-        np.asarray([row[2] for row in rows], dtype=np.float64),
+        [bytes.fromhex(row[4] or "") for row in rows],
+        np.asarray([row[3] for row in rows], dtype=np.float64),
         {frequencies[term][0]: idf for term, idf in weights.items()},
         BM25_K1,
         BM25_B,
         stats.average_length,
     )
     order = sorted(
-        (i for i in range(len(rows)) if scored[i] > 0), key=lambda i: (-scored[i], rows[i][1])
+        (i for i in range(len(rows)) if scored[i] > 0), key=lambda i: (-scored[i], rows[i][0])
     )[:k]
-    hits = {
-        rid: (element_id, version, text)
-        for rid, element_id, version, text in read_json_rows(
-            conn, _HITS_SQL, (json.dumps([rows[i][0] for i in order]),)
-        )
-    }
-    out: list[tuple[str, str, int, str, float]] = []
-    for i in order:
-        element_id, version, text = hits[rows[i][0]]
-        out.append((rows[i][1], element_id, int(version), text, float(scored[i])))
-    return out
+    return [(rows[i][0], rows[i][1], int(rows[i][2]), float(scored[i])) for i in order]

@@ -223,6 +223,11 @@ LOAD_CHUNKS_SQL = _LOAD_CHUNKS_SQL.format(columns=column_list(LOADED_CHUNK_COLUM
 LOAD_CHUNKS_WITHOUT_EMBEDDING_SQL = _LOAD_CHUNKS_SQL.format(
     columns=column_list(LOADED_CHUNK_COLUMNS_WITHOUT_EMBEDDING)
 )
+# The text of chunks by id (phase 3's snippets and exact matches): one JSON row.
+CHUNK_TEXTS_SQL = f"""
+SELECT {json_array_rows("c.chunk_id, c.text")} FROM chunks c
+WHERE c.chunk_id IN (SELECT value FROM json_each(?))
+"""  # noqa: S608 - fixed fragments only
 STATE_SELECT = column_list(STATE_COLUMNS, "s")
 HEAD_SELECT = column_list(HEAD_COLUMNS, "s")
 HEAD_SELECT_WITHOUT_VALUES = column_list(HEAD_COLUMNS, "s", json_as="NULL")

@@ -23,10 +23,17 @@ from uda.query.plan import Plan
 
 @dataclass(kw_only=True)
 class BestChunk:
-    """The best chunk of one element state on one leg."""
+    """The best chunk of one element state on one leg.
+
+    `text` is None when the leg did not read it (ADR 53): phase 3 reads the texts it needs,
+    those of the page's snippets and, for a query with an exact term, of every candidate,
+    from the system of record (`missing_texts`, `fill_texts`).
+    """
 
     score: float
-    text: str
+    chunk_id: str
+    version: int
+    text: str | None
 
 
 @dataclass(kw_only=True)
@@ -46,8 +53,8 @@ def eligible_candidates(
     candidate_ids: Sequence[str],
     states: Mapping[str, StateHead],
     visible: set[str],
-    semantic_raw: Mapping[str, tuple[float, str]],
-    lexical_raw: Mapping[str, tuple[float, str]],
+    semantic_raw: Mapping[str, BestChunk],
+    lexical_raw: Mapping[str, BestChunk],
     neighbours: Neighbours,
 ) -> list[str]:
     """Phase 1's candidates that are visible, eligible, and scored on a leg, in their order."""
@@ -85,21 +92,56 @@ def collapse(hits: Iterable[ChunkHit], into: dict[tuple[str, int], BestChunk]) -
         key = (hit.element_id, hit.version)
         best = into.get(key)
         if best is None or hit.score > best.score:
-            into[key] = BestChunk(score=hit.score, text=hit.text)
+            into[key] = BestChunk(
+                score=hit.score, chunk_id=hit.chunk_id, version=hit.version, text=hit.text
+            )
 
 
 def leg_scores(
     best: Mapping[tuple[str, int], BestChunk], states: Mapping[str, StateHead], visible: set[str]
-) -> dict[str, tuple[float, str]]:
-    """Raw scores of visible candidates, from the chunks of the state being returned only.
+) -> dict[str, BestChunk]:
+    """Best chunks of visible candidates, from the chunks of the state being returned only.
 
     A hit on another version means the store's copy is stale; it is dropped, not trusted.
     """
-    out: dict[str, tuple[float, str]] = {}
+    out: dict[str, BestChunk] = {}
     for (eid, version), hit in best.items():
         if eid in visible and states[eid].version == version:
-            out[eid] = (hit.score, hit.text)
+            out[eid] = hit
     return out
+
+
+def raw_scores(best: Mapping[str, BestChunk]) -> dict[str, tuple[float, str | None]]:
+    """A leg's raw score and best chunk text by candidate: what `rank` reads."""
+    return {eid: (chunk.score, chunk.text) for eid, chunk in best.items()}
+
+
+def missing_texts(
+    legs: Sequence[Mapping[str, BestChunk]], element_ids: Iterable[str]
+) -> list[tuple[str, int, str]]:
+    """(element, version, chunk) of the best chunks of these elements whose text is unread."""
+    out: dict[str, tuple[str, int, str]] = {}
+    for eid in element_ids:
+        for leg in legs:
+            chunk = leg.get(eid)
+            if chunk is not None and chunk.text is None:
+                out[chunk.chunk_id] = (eid, chunk.version, chunk.chunk_id)
+    return list(out.values())
+
+
+def fill_texts(legs: Sequence[Mapping[str, BestChunk]], texts: Mapping[str, str]) -> None:
+    """Give the best chunks the texts read for them (a chunk no longer stored keeps None)."""
+    for leg in legs:
+        for chunk in leg.values():
+            if chunk.text is None and chunk.chunk_id in texts:
+                chunk.text = texts[chunk.chunk_id]
+
+
+def snippet_chunk(
+    semantic: Mapping[str, BestChunk], lexical: Mapping[str, BestChunk], element_id: str
+) -> BestChunk | None:
+    """The chunk a result shows as its snippet: the semantic leg's best, else the lexical's."""
+    return semantic.get(element_id) or lexical.get(element_id)
 
 
 def needs_filter_values(plan: Plan) -> bool:
@@ -133,8 +175,12 @@ __all__ = [
     "collapse",
     "eligible",
     "eligible_candidates",
+    "fill_texts",
     "graph_candidates",
     "leg_scores",
+    "missing_texts",
     "needs_filter_values",
+    "raw_scores",
     "searchable_types",
+    "snippet_chunk",
 ]

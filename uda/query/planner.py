@@ -33,14 +33,20 @@ from uda.query.candidates import (
     Phase1,
     eligible,
     eligible_candidates,
+    fill_texts,
     graph_candidates,
     leg_scores,
+    missing_texts,
     needs_filter_values,
+    raw_scores,
+    snippet_chunk,
 )
 from uda.query.clearance import Clearance, state_visible
+from uda.query.concurrency import all_or_none
 from uda.query.contracts import SearchRequest
 from uda.query.cursors import Position
 from uda.query.deadlines import Breakers, Budget, Degradation, Guard
+from uda.query.exact import ExactQuery
 from uda.query.fusion import Fusion, ReciprocalRankFusion
 from uda.query.graph_context import (
     Adjacency,
@@ -315,29 +321,33 @@ class Planner:
         seen_edges, adj = reachable_subgraph(
             edges, visible, seeds, plan.expand_depth, plan.backward_hops
         )
-        semantic_raw = leg_scores(phase1.semantic, heads, visible)
-        lexical_raw = leg_scores(phase1.lexical, heads, visible)
+        semantic = leg_scores(phase1.semantic, heads, visible)
+        lexical = leg_scores(phase1.lexical, heads, visible)
         neighbours = await self._reads.neighbours(
             plan, guard, [eid for eid in heads if eid in visible]
         )
         candidates = eligible_candidates(
-            plan, candidate_ids, heads, visible, semantic_raw, lexical_raw, neighbours
+            plan, candidate_ids, heads, visible, semantic, lexical, neighbours
         )
         if plan.graph_candidates:
             reached = graph_candidates(
                 plan, graph_nodes, heads, visible, adj, set(candidates), neighbours
             )
             candidates += reached
-            semantic_raw.update(
+            semantic.update(
                 await self._reads.graph_semantic(plan, guard, query_vector, reached, heads)
             )
+        if ExactQuery.of(plan.request.query).terms:
+            # An exact term is looked for in every candidate's best chunks (uda.query.exact).
+            wanted = missing_texts([semantic, lexical], candidates)
+            fill_texts([semantic, lexical], await self._reads.chunk_texts(guard, wanted))
         evidence = rank(
             plan,
             self._fusion,
             candidates,
             heads,
-            semantic_raw,
-            lexical_raw,
+            raw_scores(semantic),
+            raw_scores(lexical),
             seen_edges,
             adj,
             names,
@@ -345,11 +355,20 @@ class Planner:
         # A later page is a slice of the same ranking: same pool, same stamp, same clock.
         end = offset + plan.request.limit
         ordered = evidence.best(end)[offset:]
-        context = await self._context(plan, guard, ordered, adj, heads, {})
+        shown = {eid: chunk for eid in ordered if (chunk := snippet_chunk(semantic, lexical, eid))}
+        context_read = asyncio.ensure_future(self._context(plan, guard, ordered, adj, heads, {}))
+        texts_read = asyncio.ensure_future(
+            self._reads.chunk_texts(guard, missing_texts([shown], ordered))
+        )
+        await all_or_none([context_read, texts_read])
+        context = context_read.result()
+        fill_texts([shown], texts_read.result())
         return SearchResponse(
             plan=plan,
             ranked=[
-                evidence.result(state, context[eid])
+                evidence.result(
+                    state, context[eid], "" if (chunk := shown.get(eid)) is None else chunk.text
+                )
                 for eid in ordered
                 if (state := context.states.get(eid)) is not None
             ],

@@ -77,8 +77,8 @@ class Evidence:
 
     ids: Sequence[str]
     ties: Ranks  # each id's position in sorted order
-    semantic_raw: Mapping[str, tuple[float, str]]  # raw score and best chunk, visible only
-    lexical_raw: Mapping[str, tuple[float, str]]
+    semantic_raw: Mapping[str, tuple[float, str | None]]  # raw score and best chunk, visible only
+    lexical_raw: Mapping[str, tuple[float, str | None]]
     decay_column: Scores
     semantic_column: Column  # decayed
     lexical_column: Column
@@ -105,17 +105,25 @@ class Evidence:
         return [self.ids[int(i)] for i in order]
 
     def result(
-        self, state: StoredState, context: Sequence[tuple[ContextHop, StoredState]]
+        self,
+        state: StoredState,
+        context: Sequence[tuple[ContextHop, StoredState]],
+        snippet: str | None = None,
     ) -> RankedResult:
-        """One ranked candidate as a result, with its context."""
+        """One ranked candidate as a result, with its context.
+
+        `snippet`: its best chunk's text, when the leg's hit came without it (ADR 53).
+        """
         eid = state.element_id
         i = self._position[eid]
         semantic_raw = self.semantic_raw.get(eid)
         lexical_raw = self.lexical_raw.get(eid)
+        if snippet is None:
+            snippet = (semantic_raw or lexical_raw or (0.0, ""))[1] or ""
         return RankedResult(
             state=state,
             score=float(self.score_column[i]),
-            snippet=(semantic_raw or lexical_raw or (0.0, ""))[1],
+            snippet=snippet,
             decay=float(self.decay_column[i]),
             semantic_raw=None if semantic_raw is None else semantic_raw[0],
             lexical_raw=None if lexical_raw is None else lexical_raw[0],
@@ -183,8 +191,8 @@ def rank(
     fusion: Fusion,
     candidates: Sequence[str],
     states: Mapping[str, StateHead],
-    semantic_raw: Mapping[str, tuple[float, str]],
-    lexical_raw: Mapping[str, tuple[float, str]],
+    semantic_raw: Mapping[str, tuple[float, str | None]],
+    lexical_raw: Mapping[str, tuple[float, str | None]],
     seen_edges: Sequence[GraphEdge],
     adj: Adjacency,
     names: Mapping[str, str] | None = None,
@@ -292,8 +300,8 @@ def _perfect_matches(
     plan: Plan,
     candidates: Sequence[str],
     states: Mapping[str, StateHead],
-    semantic_raw: Mapping[str, tuple[float, str]],
-    lexical_raw: Mapping[str, tuple[float, str]],
+    semantic_raw: Mapping[str, tuple[float, str | None]],
+    lexical_raw: Mapping[str, tuple[float, str | None]],
 ) -> dict[str, ExactMatch]:
     """The candidates that match the query perfectly: by name, or in a leg's best chunk."""
     exact = ExactQuery.of(plan.request.query)
@@ -302,7 +310,7 @@ def _perfect_matches(
         return {eid: named for eid in candidates if exact.names(states[eid].name)}
     out: dict[str, ExactMatch] = {}
     for eid in candidates:
-        texts = [raw[eid][1] for raw in (semantic_raw, lexical_raw) if eid in raw]
+        texts = [t for raw in (semantic_raw, lexical_raw) if eid in raw and (t := raw[eid][1])]
         found = exact.match(states[eid].name, texts)
         if found is not None:
             out[eid] = found
@@ -310,7 +318,7 @@ def _perfect_matches(
 
 
 def _decayed(
-    raw: Mapping[str, tuple[float, str]], decay: Scores, candidates: Sequence[str]
+    raw: Mapping[str, tuple[float, str | None]], decay: Scores, candidates: Sequence[str]
 ) -> Column:
     """One leg's raw scores of the candidates, decayed (ADR 4: decay before ranking)."""
     present = np.fromiter((e in raw for e in candidates), dtype=np.bool_, count=len(candidates))

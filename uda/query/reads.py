@@ -198,6 +198,18 @@ class StoreReads:
             shown.update({eid: s for eid, s in fetched.items() if state_visible(plan.clearance, s)})
         return shown
 
+    async def chunk_texts(
+        self, guard: Guard, chunks: Sequence[tuple[str, int, str]]
+    ) -> dict[str, str]:
+        """The text of these (element, version, chunk) chunks, from the system of record.
+
+        Phase 1's hits may come without text (ADR 53): the page's snippets, and the
+        candidates' best chunks when the query has an exact term, are read here at once.
+        """
+        if not chunks:
+            return {}
+        return await guard.required(self.sor_name, lambda: self.sor.chunk_texts(chunks))
+
     async def graph_semantic(
         self,
         plan: Plan,
@@ -205,7 +217,7 @@ class StoreReads:
         query_vector: list[float],
         reached: Sequence[str],
         heads: Mapping[str, StateHead],
-    ) -> dict[str, tuple[float, str]]:
+    ) -> dict[str, BestChunk]:
         """Semantic scores of candidates found only through the graph.
 
         Without them such a candidate could rank on centrality alone, and the fusion would
