@@ -20,7 +20,14 @@ import chromadb
 import pytest
 
 import uda
-from connectors.contract.system_of_record import LazyJSON, StoredState, state_from_row
+from connectors.contract.system_of_record import (
+    UNREAD,
+    LazyJSON,
+    StateHead,
+    StoredState,
+    head_from_row,
+    state_from_row,
+)
 from ontology import Document, Person, Relation, Repository
 from uda.embedding import Embedder
 
@@ -51,6 +58,30 @@ def test_a_state_read_from_a_row_is_the_constructors_state() -> None:
     assert read == built  # field by field; the JSON columns compare as mappings
     assert vars(read).keys() == vars(built).keys()
     assert read.tombstone is False
+
+
+def test_a_head_read_from_a_row_is_the_constructors_head() -> None:
+    """`head_from_row` bypasses the dataclass __init__ too; it must build the same."""
+    row = ("d1", 2, 77, "Document", "Doc", 1, "project:x", 5, 1, '{"a": 1}', 2, None)
+    built = StateHead(
+        element_id="d1",
+        version=2,
+        hlc=77,
+        element_type="Document",
+        name="Doc",
+        sensitivity_rank=1,
+        scope="project:x",
+        timestamp_ms=5,
+        tombstone=True,
+        filter_values=LazyJSON('{"a": 1}'),
+        latest_sensitivity_rank=2,
+        latest_scope=None,
+    )
+    read = head_from_row(row)
+    assert read == built
+    assert vars(read).keys() == vars(built).keys()
+    assert read.tombstone is True
+    assert head_from_row((*row[:9], None, *row[10:])).filter_values is UNREAD
 
 
 def corpus() -> tuple[list[object], list[Relation]]:
