@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import connectors.chroma.connector as chroma_module
+from connectors.chroma import directory_search
 from connectors.chroma.connector import ChromaConnector
 from connectors.conformance.data import chunk, exact_top, random_vectors
 from connectors.contract.records import ChunkRecord, SearchFilter
@@ -140,13 +141,13 @@ def test_each_search_path_returns_the_nearest_passing_chunks(
     corpus = _corpus(600, public_every=public_every)
     asyncio.run(_write(tmp_path, corpus))
     queries: list[dict[str, object]] = []
-    real_query = chroma_module._passing  # pyright: ignore[reportPrivateUsage]
+    real_query = directory_search.passing_hits
 
     def spy(result: object, *args: object) -> object:
         queries.append({"ids": len(result["ids"][0])})  # type: ignore[index]
         return real_query(result, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(chroma_module, "_passing", spy)
+    monkeypatch.setattr(directory_search, "passing_hits", spy)
     query = random_vectors(1, DIMENSION, seed=13)[0]
     k = 8
     hits = asyncio.run(_search(tmp_path, query, k, PUBLIC))
@@ -210,3 +211,40 @@ def test_a_directory_of_an_earlier_release_loses_its_text(tmp_path: Path) -> Non
         db.close()
     assert "chunk_text" not in tables
     assert "chunks" in tables
+
+
+@pytest.mark.parametrize("public_every", [1, 2])
+def test_a_filter_seen_before_asks_chroma_as_wide_as_its_pass_rate_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, public_every: int
+) -> None:
+    """Everything passes: the second search asks ~k ids, not 2k; half passes: 2k again."""
+    corpus = _corpus(400, public_every=public_every)
+    asyncio.run(_write(tmp_path, corpus))
+    asked: list[int] = []
+    real = directory_search.passing_hits
+
+    def spy(result: object, *args: object) -> object:
+        asked.append(len(result["ids"][0]))  # type: ignore[index]
+        return real(result, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(directory_search, "passing_hits", spy)
+    queries = random_vectors(3, DIMENSION, seed=14)
+    k = 40
+
+    async def three_searches() -> list[list[str]]:
+        store = ChromaConnector(path=tmp_path)
+        await store.connect()
+        try:
+            return [[h.chunk_id for h in await store.vector_search(q, k, PUBLIC)] for q in queries]
+        finally:
+            await store.close()
+
+    found = asyncio.run(three_searches())
+    for q, ids in zip(queries, found, strict=True):
+        expected = exact_top(q, corpus, k, PUBLIC)
+        assert len(set(ids) & set(expected)) >= 0.9 * k
+    if public_every == 1:
+        assert asked == [2 * k, 48, 48]  # 1.1 k + 4 once the pass rate is known
+    else:
+        assert asked[0] == 2 * k
+        assert all(n >= 2 * k for n in asked[1:])

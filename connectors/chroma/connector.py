@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -27,6 +26,7 @@ from connectors.chroma.directory import (
     open_directory,
     record_from_metadata,
 )
+from connectors.chroma.directory_search import PassRates, hits_of, passing_hits, search_directory
 from connectors.chroma.where import NO_SCOPE, compile_where
 from connectors.contract.errors import ConnectorError
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
@@ -36,9 +36,6 @@ T = TypeVar("T")
 _COLLECTION = "uda_chunks"
 _BATCH = 2000  # stays under Chroma's maximum batch size
 _OVERFETCH = 2  # unfiltered candidates fetched per wanted hit before the filtered query
-# Beyond this many unfiltered ids a query over the ids that pass is cheaper than widening
-# (measured at 100k chunks: 3,200 ids cost 16 ms, a query within 1,000-10,000 ids 10-16 ms).
-_WIDEST = 2000
 # HNSW's candidate list per query. Chroma's default (100) equals the 100 ids a search asks
 # for, and then misses some of the true nearest: on a 2,020-chunk MiniLM collection (the
 # hipporag_musique passages) recall@100 was 0.985 on average and 0.93 at worst, and which
@@ -135,6 +132,7 @@ class ChromaConnector(Connector, VectorCapable):
         self._collection: Any = None
         # Only the embedded store has one: a server may have writers this process never sees.
         self._directory: ChunkDirectory | None = None
+        self._pass_rates = PassRates()
 
     async def connect(self) -> None:
         """Open the client and the collection (created on first use)."""
@@ -316,7 +314,9 @@ class ChromaConnector(Connector, VectorCapable):
         def query() -> list[ChunkHit]:
             collection = self._require()
             if self._directory is not None:
-                return _search_directory(collection, self._directory, embedding, k, search_filter)
+                return search_directory(
+                    collection, self._directory, self._pass_rates, embedding, k, search_filter
+                )
             fetch = k * _OVERFETCH
             result = collection.query(
                 query_embeddings=[list(embedding)],
@@ -370,7 +370,7 @@ class ChromaConnector(Connector, VectorCapable):
                     n_results=len(chunk_ids),
                     include=["distances"],
                 )
-                return _hits_of(_passing(result, self._directory, search_filter))
+                return hits_of(passing_hits(result, self._directory, search_filter))
             hits: list[ChunkHit] = []
             for start in range(0, len(ids), _BATCH):
                 page = collection.get(
@@ -414,73 +414,3 @@ def _search_wide_enough(collection: Any) -> None:
     current = hnsw.get("ef_search")
     if isinstance(current, int) and current < EF_SEARCH:
         collection.modify(configuration={"hnsw": {"ef_search": EF_SEARCH}})
-
-
-def _search_directory(
-    collection: Any,
-    directory: ChunkDirectory,
-    embedding: Sequence[float],
-    k: int,
-    search_filter: SearchFilter,
-) -> list[ChunkHit]:
-    """Top `k` passing chunks: ids and distances from Chroma, the filter from the directory.
-
-    The unfiltered index is over-fetched; if too few pass, once more as wide as the pass rate
-    so far says is needed; and if that would be wider than `_WIDEST`, or is still short, the
-    query runs within the ids that pass (exact, and the rare case: a filter that passes few).
-    """
-    query = list(embedding)
-    fetch = k * _OVERFETCH
-    for attempt in range(2):
-        result = collection.query(query_embeddings=[query], n_results=fetch, include=["distances"])
-        hits = _passing(result, directory, search_filter)
-        seen = len(result["ids"][0])
-        if len(hits) >= k or seen < fetch:
-            return _hits_of(hits[:k])  # enough, or the whole collection was seen
-        rate = len(hits) / seen
-        wanted = math.ceil(1.5 * k / rate) if rate else _WIDEST + 1
-        if attempt or wanted > _WIDEST:
-            break
-        fetch = max(wanted, 2 * fetch)
-    allowed = directory.matching(search_filter)
-    if not allowed:
-        return []
-    result = collection.query(
-        query_embeddings=[query],
-        ids=allowed,
-        n_results=min(k, len(allowed)),
-        include=["distances"],
-    )
-    return _hits_of(_passing(result, directory, search_filter)[:k])
-
-
-# A hit that passed the filter: (chunk, element, version, score).
-_Passing = tuple[str, str, int, float]
-
-
-def _passing(result: Any, directory: ChunkDirectory, search_filter: SearchFilter) -> list[_Passing]:
-    """The hits of an ids-and-distances query that pass the filter, nearest first.
-
-    Without their text: a search over-fetches four times what it keeps, and reading the
-    text of every hit was most of the directory's cost (ADR 51).
-    """
-    ids: list[str] = result["ids"][0]
-    distances: list[float] = result["distances"][0]
-    passing = directory.passing(ids, search_filter)
-    return [
-        (cid, *passing[cid], 1.0 - float(distance))
-        for cid, distance in zip(ids, distances, strict=True)
-        if cid in passing
-    ]
-
-
-def _hits_of(hits: Sequence[_Passing]) -> list[ChunkHit]:
-    """The hits kept, without their text.
-
-    The planner reads the text of those it shows from the system of record (ADR 53), so the
-    directory keeps none.
-    """
-    return [
-        ChunkHit(chunk_id=cid, element_id=eid, version=version, score=score)
-        for cid, eid, version, score in hits
-    ]
