@@ -44,6 +44,7 @@ UNIT_MODULES = frozenset(
         "test_lexical_analyzer",
         "test_pagerank_seeds",
         "test_planner_unit",
+        "test_planner_texts",
         "test_registry",
         "test_result_fields",
     }

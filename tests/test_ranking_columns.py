@@ -14,11 +14,9 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ranking_fixtures import stored_document
+from ranking_fixtures import planned, stored_document
 
-from uda.config import SearchDefaults
 from uda.query.auto.choice import choose
-from uda.query.contracts import SearchRequest
 from uda.query.fusion import (
     Leg,
     ReciprocalRankFusion,
@@ -28,7 +26,6 @@ from uda.query.fusion import (
     ranks_by_score,
     rrf_contributions,
 )
-from uda.query.plan import make_plan
 from uda.query.ranking import rank
 
 pytestmark = pytest.mark.unit
@@ -70,15 +67,7 @@ def test_the_columns_are_the_per_id_rules(case: dict[str, object]) -> None:
     semantic_raw = {eid: (s, "t") for eid, s in case["semantic"].items()}  # type: ignore[attr-defined]
     lexical_raw = {eid: (s, "t") for eid, s in case["lexical"].items()}  # type: ignore[attr-defined]
     ages: dict[str, int] = case["ages"]  # type: ignore[assignment]
-    plan = make_plan(
-        SearchRequest(query="q", limit=10, decay=bool(case["decay"])),
-        SearchDefaults(),
-        vector=("v",),
-        text=("t",),
-        graph=(),
-        system_of_record="s",
-        auto=choose(None),
-    )
+    plan = planned(choose(None), limit=10, decay=bool(case["decay"]))
     plan = dataclasses.replace(
         plan,
         relevance=case["relevance"],  # type: ignore[arg-type]
