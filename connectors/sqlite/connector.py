@@ -41,6 +41,7 @@ from connectors.contract.system_of_record import (
 from connectors.sqlite import aggregation as sqlite_aggregation
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connections import SQLiteConnections
+from connectors.sqlite.current_heads import CurrentHeads, TooLarge, log_changes
 from connectors.sqlite.graph_reads import BRIDGE_ASSETS, BRIDGES, GRAPH_SHAPE, view_parameters
 from connectors.sqlite.json_rows import read_json_rows
 from connectors.sqlite.lexical import SQLiteTextLeg
@@ -100,6 +101,7 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
             not_open=lambda: ConnectorError(self.name, "not connected: call connect() first"),
         )
         self._local = threading.local()  # per-thread caches (visible statistics)
+        self._current = CurrentHeads()  # what most searches read of states (current_heads.py)
         # The lexical engine's indexes live beside the file (connectors/sqlite/lexical.py).
         self._lexical = LexicalIndexes(self._path.with_name(self._path.name + ".lexical"))
         # Our own worker threads, so that close() can wait for the calls still running: a
@@ -129,6 +131,7 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
         self._queries.close()
         self._lexical.close()
         self._local = threading.local()
+        self._current = CurrentHeads()
 
     def _reader(self) -> sqlite3.Connection:
         return self._db.reader()
@@ -175,6 +178,7 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
             )
             state_keys = {(s.element_id, s.version) for s in batch.states}
             state_keys |= {(eid, version) for eid, version, _ in batch.retire}
+            log_changes(conn, [eid for eid, _ in state_keys])
             outbox: list[tuple[str, str, str]] = []
             for store in batch.stores:
                 outbox += [(store, "state", json.dumps(k)) for k in sorted(state_keys)]
@@ -217,6 +221,12 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
     def _heads(
         self, element_ids: Sequence[str], as_of: int | None, columns: str
     ) -> dict[str, StateHead]:
+        if as_of is None and columns == HEAD_SELECT_WITHOUT_VALUES and element_ids:
+            try:
+                with self._snapshot() as conn:
+                    return self._current.heads(conn, element_ids)
+            except TooLarge:
+                pass  # the index, as for any other read
         rows = self._state_rows(columns, element_ids, as_of)
         return {row[0]: head_from_row(row) for row in rows}
 

@@ -1,0 +1,163 @@
+"""The SQLite store's current heads in memory (connectors/sqlite/current_heads.py, ADR 56).
+
+Every read must answer what the index answers in the same snapshot: after a reclassification
+(the clearance rule depends on it), after another process's commit, after the log was pruned
+past what a reader applied, and when the store is too large to be held. Each case compares
+the cached read with the index read of the same ids, on a real store.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from connectors.conformance.data import state
+from connectors.contract.system_of_record import WriteBatch
+from connectors.sqlite import current_heads
+from connectors.sqlite.connector import SQLiteConnector
+
+
+async def test_a_reclassified_element_is_read_with_its_new_clearance(tmp_path: Path) -> None:
+    sor = SQLiteConnector(tmp_path / "sor.sqlite3")
+    await sor.connect()
+    try:
+        await sor.commit(WriteBatch(states=[state(e, 1, 100) for e in ("a", "b")], hlc=100))
+        first = await sor.fetch_heads(["a", "b", "missing"], None, filter_values=False)
+        assert set(first) == {"a", "b"}
+        await sor.commit(
+            WriteBatch(
+                states=[state("a", 2, 200, sensitivity_rank=3, scope="project:x")],
+                retire=[("a", 1, 200)],
+                hlc=200,
+            )
+        )
+        after = await sor.fetch_heads(["a", "b"], None, filter_values=False)
+        assert (after["a"].version, after["a"].sensitivity_rank, after["a"].scope) == (
+            2,
+            3,
+            "project:x",
+        )
+        assert (after["a"].latest_sensitivity_rank, after["a"].latest_scope) == (3, "project:x")
+        assert after["b"] == first["b"]
+        # A tombstone is the current state too: read, and flagged.
+        await sor.commit(
+            WriteBatch(states=[state("b", 2, 300, tombstone=True)], retire=[("b", 1, 300)], hlc=300)
+        )
+        assert (await sor.fetch_heads(["b"], None, filter_values=False))["b"].tombstone
+    finally:
+        await sor.close()
+
+
+async def test_another_process_commits_are_seen_at_the_next_read(tmp_path: Path) -> None:
+    """Two connectors on one file: each its own cache, as two processes have."""
+    path = tmp_path / "sor.sqlite3"
+    reader, writer = SQLiteConnector(path), SQLiteConnector(path)
+    await reader.connect()
+    await writer.connect()
+    try:
+        await writer.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
+        assert (await reader.fetch_heads(["a"], None, filter_values=False))["a"].version == 1
+        await writer.commit(
+            WriteBatch(
+                states=[state("a", 2, 200, sensitivity_rank=2), state("c", 1, 200)],
+                retire=[("a", 1, 200)],
+                hlc=200,
+            )
+        )
+        heads = await reader.fetch_heads(["a", "c"], None, filter_values=False)
+        assert {eid: (h.version, h.sensitivity_rank) for eid, h in heads.items()} == {
+            "a": (2, 2),
+            "c": (1, 0),
+        }
+    finally:
+        await reader.close()
+        await writer.close()
+
+
+async def test_a_reader_behind_a_pruned_log_reloads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(current_heads, "_KEPT", 2)
+    path = tmp_path / "sor.sqlite3"
+    reader, writer = SQLiteConnector(path), SQLiteConnector(path)
+    await reader.connect()
+    await writer.connect()
+    try:
+        await writer.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
+        assert (await reader.fetch_heads(["a"], None, filter_values=False))["a"].version == 1
+        await writer.commit(
+            WriteBatch(
+                states=[state("a", 2, 200, sensitivity_rank=2)], retire=[("a", 1, 200)], hlc=200
+            )
+        )
+        for n in range(4):  # the log keeps the last two entries: a's is pruned
+            await writer.commit(WriteBatch(states=[state(f"x{n}", 1, 300 + n)], hlc=300 + n))
+        head = (await reader.fetch_heads(["a"], None, filter_values=False))["a"]
+        assert (head.version, head.sensitivity_rank) == (2, 2)
+    finally:
+        await reader.close()
+        await writer.close()
+
+
+async def test_random_writes_read_the_same_as_the_index(tmp_path: Path) -> None:
+    """Versions, reclassifications and tombstones in random order; every read compared."""
+    rng = random.Random(7)
+    sor = SQLiteConnector(tmp_path / "sor.sqlite3")
+    await sor.connect()
+    versions: dict[str, int] = {}
+    try:
+        hlc = 100
+        for _ in range(40):
+            hlc += 10
+            touched = rng.sample([f"e{i}" for i in range(30)], rng.randint(1, 6))
+            states, retire = [], []
+            for eid in touched:
+                version = versions.get(eid, 0) + 1
+                states.append(
+                    state(
+                        eid,
+                        version,
+                        hlc,
+                        sensitivity_rank=rng.randint(0, 3),
+                        scope=rng.choice([None, "project:a", "project:b"]),
+                        tombstone=rng.random() < 0.1,
+                    )
+                )
+                if version > 1:
+                    retire.append((eid, version - 1, hlc))
+                versions[eid] = version
+            await sor.commit(WriteBatch(states=states, retire=retire, hlc=hlc))
+            ids = rng.sample([f"e{i}" for i in range(35)], 12)
+            cached = await sor.fetch_heads(ids, None, filter_values=False)
+            indexed = await sor.fetch_heads(ids, None, filter_values=True)
+            assert cached.keys() == indexed.keys()
+            for eid, head in cached.items():
+                assert {**vars(head), "filter_values": None} == {
+                    **vars(indexed[eid]),
+                    "filter_values": None,
+                }
+    finally:
+        await sor.close()
+
+
+async def test_a_store_too_large_to_hold_reads_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(current_heads, "MAX_ELEMENTS", 2)
+    sor = SQLiteConnector(tmp_path / "sor.sqlite3")
+    await sor.connect()
+    try:
+        await sor.commit(WriteBatch(states=[state(e, 1, 100) for e in "abc"], hlc=100))
+        heads = await sor.fetch_heads(["a", "b", "c"], None, filter_values=False)
+        assert set(heads) == {"a", "b", "c"}
+        assert sor._current.too_large  # pyright: ignore[reportPrivateUsage]
+        await sor.commit(
+            WriteBatch(
+                states=[state("a", 2, 200, sensitivity_rank=3)], retire=[("a", 1, 200)], hlc=200
+            )
+        )
+        assert (await sor.fetch_heads(["a"], None, filter_values=False))["a"].version == 2
+    finally:
+        await sor.close()
