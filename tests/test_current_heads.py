@@ -8,6 +8,7 @@ the cached read with the index read of the same ids, on a real store.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 
@@ -19,11 +20,23 @@ from connectors.sqlite import current_heads
 from connectors.sqlite.connector import SQLiteConnector
 
 
+async def _loaded(sor: SQLiteConnector) -> None:
+    """Read once (which starts the load in the background) and wait until it is done."""
+    await sor.fetch_heads(["any"], None, filter_values=False)
+    current = sor._current  # pyright: ignore[reportPrivateUsage]
+    for _ in range(500):
+        if current.held or current.too_large:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the current heads were not loaded within 5 s")
+
+
 async def test_a_reclassified_element_is_read_with_its_new_clearance(tmp_path: Path) -> None:
     sor = SQLiteConnector(tmp_path / "sor.sqlite3")
     await sor.connect()
     try:
         await sor.commit(WriteBatch(states=[state(e, 1, 100) for e in ("a", "b")], hlc=100))
+        await _loaded(sor)
         first = await sor.fetch_heads(["a", "b", "missing"], None, filter_values=False)
         assert set(first) == {"a", "b"}
         await sor.commit(
@@ -58,6 +71,7 @@ async def test_another_process_commits_are_seen_at_the_next_read(tmp_path: Path)
     await writer.connect()
     try:
         await writer.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
+        await _loaded(reader)
         assert (await reader.fetch_heads(["a"], None, filter_values=False))["a"].version == 1
         await writer.commit(
             WriteBatch(
@@ -86,6 +100,7 @@ async def test_a_reader_behind_a_pruned_log_reloads(
     await writer.connect()
     try:
         await writer.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
+        await _loaded(reader)
         assert (await reader.fetch_heads(["a"], None, filter_values=False))["a"].version == 1
         await writer.commit(
             WriteBatch(
@@ -108,6 +123,7 @@ async def test_random_writes_read_the_same_as_the_index(tmp_path: Path) -> None:
     await sor.connect()
     versions: dict[str, int] = {}
     try:
+        await _loaded(sor)
         hlc = 100
         for _ in range(40):
             hlc += 10
@@ -150,6 +166,7 @@ async def test_a_store_too_large_to_hold_reads_the_index(
     await sor.connect()
     try:
         await sor.commit(WriteBatch(states=[state(e, 1, 100) for e in "abc"], hlc=100))
+        await _loaded(sor)
         heads = await sor.fetch_heads(["a", "b", "c"], None, filter_values=False)
         assert set(heads) == {"a", "b", "c"}
         assert sor._current.too_large  # pyright: ignore[reportPrivateUsage]

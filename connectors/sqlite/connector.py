@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -41,24 +41,21 @@ from connectors.contract.system_of_record import (
 from connectors.sqlite import aggregation as sqlite_aggregation
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connections import SQLiteConnections
-from connectors.sqlite.current_heads import CurrentHeads, TooLarge, log_changes
+from connectors.sqlite.consistency import SQLiteConsistency
+from connectors.sqlite.current_heads import CurrentHeads, NotHeld, log_changes
 from connectors.sqlite.graph_reads import BRIDGE_ASSETS, BRIDGES, GRAPH_SHAPE, view_parameters
 from connectors.sqlite.json_rows import read_json_rows
 from connectors.sqlite.lexical import SQLiteTextLeg
 from connectors.sqlite.saved_queries import SavedQueryFile, move_from_store
 from connectors.sqlite.schema import (
     CHUNK_TEXTS_SQL,
-    EXPECTED_CHUNKS_SQL,
-    EXPECTED_EDGES_SQL,
     HEAD_SELECT,
     HEAD_SELECT_WITHOUT_VALUES,
     INSERT_CHUNK_SQL,
     INSERT_STATE_SQL,
-    LATEST_VERSIONS_SQL,
     LIVE_EDGES_SQL,
     LOAD_CHUNKS_SQL,
     LOAD_CHUNKS_WITHOUT_EMBEDDING_SQL,
-    PENDING_COUNTS_SQL,
     SCHEMA,
     STATE_SELECT,
     VERSIONS_SQL,
@@ -71,7 +68,7 @@ T = TypeVar("T")
 _WORKERS = 4  # reader threads (each with its own connection) beside the one writer
 
 
-class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
+class SQLiteConnector(Connector, SQLiteConsistency, RelationalCapable, SQLiteTextLeg):
     """System of record and lexical leg in one SQLite file.
 
     Args:
@@ -225,10 +222,23 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
             try:
                 with self._snapshot() as conn:
                     return self._current.heads(conn, element_ids)
-            except TooLarge:
-                pass  # the index, as for any other read
+            except NotHeld:
+                self._load_current_heads()  # in the background; this read takes the index
         rows = self._state_rows(columns, element_ids, as_of)
         return {row[0]: head_from_row(row) for row in rows}
+
+    def _load_current_heads(self) -> None:
+        """Load the current heads on a worker thread of ours, once (close() waits for it)."""
+        executor = self._executor
+        if executor is None or self._closing or not self._current.start_load():
+            return
+        current = self._current
+
+        def load() -> None:
+            with self._snapshot() as conn:
+                current.load(conn)
+
+        executor.submit(load)
 
     def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         rows = self._state_rows(STATE_SELECT, element_ids, as_of)
@@ -420,41 +430,6 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
                 )
 
         await self._run(record)
-
-    # -- consistency: what the derived stores should hold (uda/write/consistency.py) -------------
-    async def expected_chunks(self) -> dict[str, int]:
-        """Every chunk id with its state's `valid_to`."""
-        return dict(await self._select(EXPECTED_CHUNKS_SQL))
-
-    async def expected_edges(self) -> dict[tuple[str, str, str], tuple[int, int]]:
-        """Every edge key with its `(valid_from, valid_to)`."""
-        return {(s, r, t): (vf, vt) for s, r, t, vf, vt in await self._select(EXPECTED_EDGES_SQL)}
-
-    async def live_element_ids(self, prefix: str) -> list[str]:
-        """Current, non-tombstoned ids starting with `prefix`, sorted."""
-        rows = await self._select(
-            f"SELECT element_id FROM states WHERE valid_to = {OPEN} AND NOT tombstone "  # noqa: S608
-            "AND substr(element_id, 1, length(?1)) = ?1 ORDER BY element_id",
-            (prefix,),
-        )
-        return [row[0] for row in rows]
-
-    async def latest_versions(self) -> dict[str, int]:
-        """Every element id with its newest version (tombstones included)."""
-        return dict(await self._select(LATEST_VERSIONS_SQL))
-
-    async def pending_counts(self) -> dict[str, int]:
-        """Outbox entries per store."""
-        return dict(await self._select(PENDING_COUNTS_SQL))
-
-    async def enqueue(
-        self, store: str, kind: Literal["state", "edge"], keys: Sequence[tuple[str | int, ...]]
-    ) -> None:
-        """Add outbox entries for `store`, as a commit would have."""
-        await self._write_many(
-            "INSERT INTO outbox (store, kind, key) VALUES (?,?,?)",
-            [(store, kind, json.dumps(list(k))) for k in keys],
-        )
 
     async def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return await self._run(lambda: self._reader().execute(sql, params).fetchall())

@@ -15,8 +15,8 @@ keeps the last `_KEPT` entries) or a catch-up larger than a fresh load reloads e
 
 Only current heads without filter values are held (`fetch_heads(ids, None,
 filter_values=False)`, the common search); `as_of` reads and value filters read the index
-as before. A store with more current elements than `MAX_ELEMENTS` is not held (about 500
-bytes an element).
+as before. A store with more current elements than `MAX_ELEMENTS` is not held (a head takes
+about 550 bytes: 165 MB at the limit).
 """
 
 from __future__ import annotations
@@ -25,17 +25,21 @@ import json
 import sqlite3
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from connectors.contract.records import OPEN
 from connectors.contract.system_of_record import StateHead, head_from_row
 from connectors.sqlite.json_rows import json_array_rows, read_json_rows
 from connectors.sqlite.schema import HEAD_SELECT_WITHOUT_VALUES, state_rows_sql
 
-MAX_ELEMENTS = 500_000
+MAX_ELEMENTS = 300_000
 _KEPT = 100_000  # log entries kept: a reader further behind reloads everything
 _LOG = "INSERT INTO state_log (element_id) VALUES (?)"
 _PRUNE = "DELETE FROM state_log WHERE seq <= (SELECT max(seq) FROM state_log) - ?"
-_CHANGES = "SELECT seq, element_id FROM state_log WHERE seq > ? ORDER BY seq"
+_CHANGES = f"""
+SELECT {json_array_rows("seq, element_id")}
+FROM (SELECT seq, element_id FROM state_log WHERE seq > ? ORDER BY seq)
+"""  # noqa: S608 - fixed fragments only
 _LAST = "SELECT coalesce(max(seq), 0) FROM state_log"
 _COUNT = f"SELECT count(*) FROM states WHERE valid_to = {OPEN}"  # noqa: S608 - a constant
 # One JSON row, as every read a search may make (`connectors.sqlite.json_rows` says why).
@@ -57,6 +61,10 @@ def log_changes(conn: sqlite3.Connection, element_ids: Sequence[str]) -> None:
 class CurrentHeads:
     """Every element's current head (without filter values), kept up to date by the log.
 
+    Loaded once, in the background (`load`, on one of the owner's worker threads): until it
+    is, and whenever it must be loaded again, reads raise `NotHeld` and the owner reads the
+    index, so that no search waits for a load (about 0.2 s at 30,000 elements).
+
     Thread-safe: reads run on several worker threads; one lock covers catching up and
     answering, which take microseconds unless a commit came in between.
     """
@@ -64,56 +72,74 @@ class CurrentHeads:
     def __init__(self, max_elements: int | None = None) -> None:
         self._max = MAX_ELEMENTS if max_elements is None else max_elements
         self._heads: dict[str, StateHead] | None = None
+        self._applied = 0  # the last log entry the heads include
+        self._lock = threading.Lock()
+        self._loading = False
         # Found larger than `max_elements`: not counted again until the store is reopened
         # (counting the current states costs more than the reads it would save).
         self.too_large = False
-        self._applied = 0  # the last log entry the rows include
-        self._lock = threading.Lock()
 
     def heads(self, conn: sqlite3.Connection, element_ids: Sequence[str]) -> dict[str, StateHead]:
         """The current heads of these ids (`conn` inside the caller's read snapshot).
 
         Raises:
-            TooLarge: the store holds more current elements than are kept in memory; read
-                the index instead.
+            NotHeld: not loaded (yet, or again), or the store is too large to be held: read
+                the index instead (and `start_load` if it says so).
         """
         with self._lock:
-            if self.too_large:
-                raise TooLarge
             heads = self._caught_up(conn)
             # Heads are frozen: every search may hold the same ones.
             return {eid: head for eid in element_ids if (head := heads.get(eid)) is not None}
 
+    @property
+    def held(self) -> bool:
+        """Whether the heads are in memory (reads are answered from them)."""
+        return self._heads is not None
+
+    def start_load(self) -> bool:
+        """Whether the caller should run `load` now (once: later callers are told no)."""
+        with self._lock:
+            if self._heads is not None or self._loading or self.too_large:
+                return False
+            self._loading = True
+            return True
+
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Read every current head (`conn` inside a read snapshot of its own)."""
+        try:
+            if conn.execute(_COUNT).fetchone()[0] > self._max:
+                self.too_large = True
+                return
+            applied = conn.execute(_LAST).fetchone()[0]
+            heads = {row[0]: head_from_row(row) for row in read_json_rows(conn, _ALL)}
+            with self._lock:
+                # Reads catch up from `applied`, however many commits came in since.
+                self._heads, self._applied = heads, applied
+        finally:
+            self._loading = False
+
     def _caught_up(self, conn: sqlite3.Connection) -> dict[str, StateHead]:
         heads = self._heads
         if heads is None:
-            return self._load(conn)
-        changes: list[tuple[int, str]] = conn.execute(_CHANGES, (self._applied,)).fetchall()
+            raise NotHeld
+        changes: list[list[Any]] = read_json_rows(conn, _CHANGES, (self._applied,))
         if not changes:
             return heads
         ids = sorted({eid for _, eid in changes})
         if changes[0][0] != self._applied + 1 or len(ids) > len(heads) // 2 + 1000:
-            return self._load(conn)  # pruned past what was applied, or cheaper afresh
+            # Pruned past what was applied, or cheaper loaded afresh.
+            self._heads = None
+            raise NotHeld
         for eid in ids:
             heads.pop(eid, None)
         for row in read_json_rows(conn, _CURRENT, (json.dumps(ids), OPEN)):
             heads[row[0]] = head_from_row(row)
-        self._applied = changes[-1][0]
-        return heads
-
-    def _load(self, conn: sqlite3.Connection) -> dict[str, StateHead]:
-        self._heads = None
-        if conn.execute(_COUNT).fetchone()[0] > self._max:
-            self.too_large = True
-            raise TooLarge
-        applied = conn.execute(_LAST).fetchone()[0]
-        heads = {row[0]: head_from_row(row) for row in read_json_rows(conn, _ALL)}
-        self._heads, self._applied = heads, applied
+        self._applied = int(changes[-1][0])
         return heads
 
 
-class TooLarge(Exception):
-    """The store holds more current elements than `CurrentHeads` keeps in memory."""
+class NotHeld(Exception):
+    """The heads are not in memory: not loaded yet, loaded again, or too many to hold."""
 
 
-__all__ = ["MAX_ELEMENTS", "CurrentHeads", "TooLarge", "log_changes"]
+__all__ = ["MAX_ELEMENTS", "CurrentHeads", "NotHeld", "log_changes"]
