@@ -5,7 +5,7 @@ every search. From the `states_head` index that cost about 11 µs of CPU an id a
 elements (the probe, the JSON row, its parsing): the largest read a search makes after its
 retrieval legs. Held in memory, a head costs a dictionary lookup.
 
-What makes it exact is `state_log`: every commit appends the ids whose states it wrote or
+What makes it exact is `state_log` (ADR 56): every commit appends the ids whose states it wrote or
 retired, inside its own transaction, so the log's order is the commit order across every
 process sharing the file (SQLite has one writer at a time). A read first applies the log
 entries after the last one it applied, re-reading those ids' current heads, all inside the
