@@ -178,3 +178,21 @@ async def test_a_store_too_large_to_hold_reads_the_index(
         assert (await sor.fetch_heads(["a"], None, filter_values=False))["a"].version == 2
     finally:
         await sor.close()
+
+
+async def test_closing_while_the_heads_load_waits_for_the_load(tmp_path: Path) -> None:
+    """The load runs on the connector's own worker threads: close() waits, nothing is left."""
+    path = tmp_path / "sor.sqlite3"
+    sor = SQLiteConnector(path)
+    await sor.connect()
+    await sor.commit(WriteBatch(states=[state(f"e{i}", 1, 100) for i in range(500)], hlc=100))
+    heads = await sor.fetch_heads(["e1", "e2"], None, filter_values=False)  # starts the load
+    await sor.close()
+    assert set(heads) == {"e1", "e2"}
+    again = SQLiteConnector(path)
+    await again.connect()
+    try:
+        await _loaded(again)
+        assert set(await again.fetch_heads(["e3", "nope"], None, filter_values=False)) == {"e3"}
+    finally:
+        await again.close()

@@ -230,15 +230,8 @@ class SQLiteConnector(Connector, SQLiteConsistency, RelationalCapable, SQLiteTex
     def _load_current_heads(self) -> None:
         """Load the current heads on a worker thread of ours, once (close() waits for it)."""
         executor = self._executor
-        if executor is None or self._closing or not self._current.start_load():
-            return
-        current = self._current
-
-        def load() -> None:
-            with self._snapshot() as conn:
-                current.load(conn)
-
-        executor.submit(load)
+        if executor is not None and not self._closing:
+            self._current.load_in_background(executor, self._snapshot)
 
     def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         rows = self._state_rows(STATE_SELECT, element_ids, as_of)

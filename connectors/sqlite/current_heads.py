@@ -22,15 +22,20 @@ about 550 bytes: 165 MB at the limit).
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from contextlib import AbstractContextManager
 from typing import Any
 
 from connectors.contract.records import OPEN
 from connectors.contract.system_of_record import StateHead, head_from_row
 from connectors.sqlite.json_rows import json_array_rows, read_json_rows
 from connectors.sqlite.schema import HEAD_SELECT_WITHOUT_VALUES, state_rows_sql
+
+log = logging.getLogger(__name__)
 
 MAX_ELEMENTS = 300_000
 _KEPT = 100_000  # log entries kept: a reader further behind reloads everything
@@ -116,6 +121,27 @@ class CurrentHeads:
                 # Reads catch up from `applied`, however many commits came in since.
                 self._heads, self._applied = heads, applied
         finally:
+            self._loading = False
+
+    def load_in_background(
+        self,
+        executor: Executor,
+        snapshot: Callable[[], AbstractContextManager[sqlite3.Connection]],
+    ) -> None:
+        """Start `load` on `executor` in a snapshot of its own, unless one is due or done."""
+        if not self.start_load():
+            return
+
+        def load() -> None:
+            try:
+                with snapshot() as conn:
+                    self.load(conn)
+            except Exception as exc:  # reads keep taking the index, where it fails visibly
+                log.warning("loading the current heads failed: %s", exc)
+
+        try:
+            executor.submit(load)
+        except RuntimeError:  # the executor is shutting down: the store is closing
             self._loading = False
 
     def _caught_up(self, conn: sqlite3.Connection) -> dict[str, StateHead]:
