@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,19 @@ async def _loaded(sor: SQLiteConnector) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the current heads were not loaded within 5 s")
+
+
+@asynccontextmanager
+async def _two_processes(path: Path) -> AsyncIterator[tuple[SQLiteConnector, SQLiteConnector]]:
+    """A reader and a writer on one file: each its own cache, as two processes have."""
+    reader, writer = SQLiteConnector(path), SQLiteConnector(path)
+    await reader.connect()
+    await writer.connect()
+    try:
+        yield reader, writer
+    finally:
+        await reader.close()
+        await writer.close()
 
 
 async def test_a_reclassified_element_is_read_with_its_new_clearance(tmp_path: Path) -> None:
@@ -64,12 +79,7 @@ async def test_a_reclassified_element_is_read_with_its_new_clearance(tmp_path: P
 
 
 async def test_another_process_commits_are_seen_at_the_next_read(tmp_path: Path) -> None:
-    """Two connectors on one file: each its own cache, as two processes have."""
-    path = tmp_path / "sor.sqlite3"
-    reader, writer = SQLiteConnector(path), SQLiteConnector(path)
-    await reader.connect()
-    await writer.connect()
-    try:
+    async with _two_processes(tmp_path / "sor.sqlite3") as (reader, writer):
         await writer.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
         await _loaded(reader)
         assert (await reader.fetch_heads(["a"], None, filter_values=False))["a"].version == 1
@@ -85,20 +95,13 @@ async def test_another_process_commits_are_seen_at_the_next_read(tmp_path: Path)
             "a": (2, 2),
             "c": (1, 0),
         }
-    finally:
-        await reader.close()
-        await writer.close()
 
 
 async def test_a_reader_behind_a_pruned_log_reloads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(current_heads, "_KEPT", 2)
-    path = tmp_path / "sor.sqlite3"
-    reader, writer = SQLiteConnector(path), SQLiteConnector(path)
-    await reader.connect()
-    await writer.connect()
-    try:
+    async with _two_processes(tmp_path / "sor.sqlite3") as (reader, writer):
         await writer.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
         await _loaded(reader)
         assert (await reader.fetch_heads(["a"], None, filter_values=False))["a"].version == 1
@@ -111,9 +114,6 @@ async def test_a_reader_behind_a_pruned_log_reloads(
             await writer.commit(WriteBatch(states=[state(f"x{n}", 1, 300 + n)], hlc=300 + n))
         head = (await reader.fetch_heads(["a"], None, filter_values=False))["a"]
         assert (head.version, head.sensitivity_rank) == (2, 2)
-    finally:
-        await reader.close()
-        await writer.close()
 
 
 async def test_random_writes_read_the_same_as_the_index(tmp_path: Path) -> None:

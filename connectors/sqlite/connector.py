@@ -199,7 +199,13 @@ class SQLiteConnector(Connector, SQLiteConsistency, RelationalCapable, SQLiteTex
     async def fetch_heads(
         self, element_ids: Sequence[str], as_of: int | None, *, filter_values: bool = True
     ) -> dict[str, StateHead]:
-        """Each id's head as of `as_of` and its newest clearance, from the covering index only."""
+        """Each id's head as of `as_of` and its newest clearance, from the covering index only.
+
+        Current heads without filter values, what most searches read, come from memory
+        (`connectors.sqlite.current_heads`, ADR 56) once they are loaded.
+        """
+        if as_of is None and not filter_values and element_ids:
+            return await self._run(lambda: self._current_heads(element_ids))
         columns = HEAD_SELECT if filter_values else HEAD_SELECT_WITHOUT_VALUES
         return await self._run(lambda: self._heads(element_ids, as_of, columns))
 
@@ -218,20 +224,19 @@ class SQLiteConnector(Connector, SQLiteConsistency, RelationalCapable, SQLiteTex
     def _heads(
         self, element_ids: Sequence[str], as_of: int | None, columns: str
     ) -> dict[str, StateHead]:
-        if as_of is None and columns == HEAD_SELECT_WITHOUT_VALUES and element_ids:
-            try:
-                with self._snapshot() as conn:
-                    return self._current.heads(conn, element_ids)
-            except NotHeld:
-                self._load_current_heads()  # in the background; this read takes the index
         rows = self._state_rows(columns, element_ids, as_of)
         return {row[0]: head_from_row(row) for row in rows}
 
-    def _load_current_heads(self) -> None:
-        """Load the current heads on a worker thread of ours, once (close() waits for it)."""
-        executor = self._executor
-        if executor is not None and not self._closing:
-            self._current.load_in_background(executor, self._snapshot)
+    def _current_heads(self, element_ids: Sequence[str]) -> dict[str, StateHead]:
+        """From memory; until the heads are held, from the index while they load."""
+        try:
+            with self._snapshot() as conn:
+                return self._current.heads(conn, element_ids)
+        except NotHeld:
+            executor = self._executor  # the load runs on ours: close() waits for it
+            if executor is not None and not self._closing:
+                self._current.load_in_background(executor, self._snapshot)
+        return self._heads(element_ids, None, HEAD_SELECT_WITHOUT_VALUES)
 
     def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         rows = self._state_rows(STATE_SELECT, element_ids, as_of)
