@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +27,7 @@ from connectors.conformance.data import chunk
 from connectors.contract.predicates import Op, Predicate
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
 from connectors.sql_filters import compile_filter
-from connectors.sqlite import lexical_engine, lexical_stats
+from connectors.sqlite import lexical_engine, lexical_stats, packed_terms
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connector import SQLiteConnector
 
@@ -331,3 +332,24 @@ async def test_indexes_of_an_earlier_schema_are_rebuilt_when_opened(tmp_path: Pa
         assert _view(await reopened.text_search("quartz falcon", 30, caller)) == before
     finally:
         await reopened.close()
+
+
+def test_packed_scores_read_each_chunk_from_its_own_bytes() -> None:
+    """Candidates' packed frequencies arrive as one BLOB and their sizes: each chunk's score
+    is its own, an empty chunk (no terms) scores 0, and sizes that disagree are refused."""
+    chunks = [[(3, 2), (7, 1)], [], [(1, 4), (3, 1), (9, 2)], [(7, 5)]]
+    blobs = [packed_terms._pack(pairs) for pairs in chunks]  # pyright: ignore[reportPrivateUsage]
+    lengths = np.asarray([12.0, 3.0, 30.0, 8.0])
+    weights = {3: 1.5, 7: 0.25, 9: 2.0}
+    together = packed_terms.scores(
+        b"".join(blobs), [len(b) for b in blobs], lengths, weights, 1.2, 0.75, 10.0
+    )
+    alone = [
+        packed_terms.scores(blob, [len(blob)], lengths[i : i + 1], weights, 1.2, 0.75, 10.0)[0]
+        for i, blob in enumerate(blobs)
+    ]
+    assert together.tolist() == alone
+    assert together[1] == 0.0
+    assert all(together[i] > 0 for i in (0, 2, 3))
+    with pytest.raises(ValueError, match="packed term frequencies"):
+        packed_terms.scores(b"".join(blobs), [8, 0, 24, 8], lengths, weights, 1.2, 0.75, 10.0)

@@ -82,20 +82,27 @@ def _pack(pairs: Sequence[tuple[int, int]]) -> bytes:
 
 
 def scores(
-    blobs: Sequence[bytes],
+    packed: bytes,
+    sizes: Sequence[int],
     lengths: npt.NDArray[np.float64],
     weights: dict[int, float],
     k1: float,
     b: float,
     average_length: float,
 ) -> npt.NDArray[np.float64]:
-    """BM25 of each packed chunk for terms weighted by idf (`connectors.bm25`'s formula)."""
-    out = np.zeros(len(blobs), dtype=np.float64)
-    if not blobs or not weights:
+    """BM25 of each packed chunk for terms weighted by idf (`connectors.bm25`'s formula).
+
+    `packed` is the chunks' BLOBs one after the other, `sizes` their sizes in bytes (as one
+    statement reads them: `CANDIDATES_SQL` in `connectors.sqlite.lexical_engine`).
+    """
+    out = np.zeros(len(sizes), dtype=np.float64)
+    if not sizes or not weights:
         return out
-    counts = np.fromiter((len(blob) // 8 for blob in blobs), dtype=np.int64, count=len(blobs))
-    pairs = np.frombuffer(b"".join(blobs), dtype=PAIR).reshape(-1, 2)
-    owner = np.repeat(np.arange(len(blobs)), counts)
+    counts = np.asarray(sizes, dtype=np.int64) // PAIR.itemsize // 2
+    pairs = np.frombuffer(packed, dtype=PAIR).reshape(-1, 2)
+    if len(pairs) != int(counts.sum()):
+        raise ValueError(f"packed term frequencies: {len(pairs)} pairs, sizes say {counts.sum()}")
+    owner = np.repeat(np.arange(len(sizes)), counts)
     wanted = np.fromiter(sorted(weights), dtype=np.int64)
     idf = np.fromiter((weights[int(t)] for t in wanted), dtype=np.float64)
     hit = np.isin(pairs[:, 0], wanted)
@@ -103,5 +110,5 @@ def scores(
     doc = owner[hit]
     term_idf = idf[np.searchsorted(wanted, pairs[hit, 0])]
     norm = tf + k1 * (1 - b + b * lengths[doc] / average_length)
-    out += np.bincount(doc, weights=term_idf * tf * (k1 + 1) / norm, minlength=len(blobs))
+    out += np.bincount(doc, weights=term_idf * tf * (k1 + 1) / norm, minlength=len(sizes))
     return out
