@@ -8,7 +8,8 @@ with keyword and question queries in turn; revisions since that suite only);
 suite does (limit 10, depth 2 then 1, callers rotating through four clearances, the query
 embedding excluded) and prints one JSON line: per depth, the p50 of the wall time,
 of each planner phase, of hydrating the results, and of the process's CPU time per search
-(all its threads: what the search cost, whatever else the machine was doing).
+(all its threads: what the search cost, whatever else the machine was doing), in all and
+per kind of thread (`THREAD_GROUPS`).
 `python revision_turn.py serve STORE CHUNKS QUERIES [CORPUS]` makes the same searches one at a time,
 as stdin asks (`J DEPTH` per line), and prints each one's figures as a JSON line.
 
@@ -25,6 +26,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -141,7 +143,11 @@ def _prose(passages: int, queries: int) -> _Corpus:
 
 
 def _search_once(client, query: str, caller: list[str], depth: int) -> dict[str, float]:
-    """One search, hydrated: its wall and CPU time, hydration and each planner phase, in ms."""
+    """One search, hydrated: its wall and CPU time, hydration and each planner phase, in ms.
+
+    The CPU time is also given per kind of thread (`_thread_cpu`), which says where it went.
+    """
+    threads_started = _thread_cpu()
     cpu_started = time.process_time()
     started = time.perf_counter()
     response = client.search(query, limit=LIMIT, clearance_scope=caller, expand_depth=depth)
@@ -149,14 +155,59 @@ def _search_once(client, query: str, caller: list[str], depth: int) -> dict[str,
     _ = response.results  # hydrated: what a caller pays for
     done = time.perf_counter()
     cpu = time.process_time() - cpu_started
+    threads = _thread_cpu()
     figures = {
         "wall": (done - started) * 1000,
         "cpu": cpu * 1000,
         "hydrate": (done - returned) * 1000,
     }
+    for group in THREAD_GROUPS:
+        spent = threads.get(group, 0.0) - threads_started.get(group, 0.0)
+        figures[f"cpu {group}"] = max(spent, 0.0) * 1000
+    python_threads = sum(figures[f"cpu {group}"] for group in THREAD_GROUPS)
+    figures["cpu native"] = max(cpu * 1000 - python_threads, 0.0)
     plan = getattr(response, "plan", None) or response.explain().plan
     figures.update(plan.timings_ms)
     return figures
+
+
+# Where a search's CPU goes, by the thread that spent it: the client's event loop (the
+# planner's Python and asyncio), the SQLite connector's workers (SQL, JSON rows, the lexical
+# engine called from them), the default executor's (Chroma's and the graph's calls, which
+# run there), and the caller's own thread (the hydration of results). `cpu native` is the
+# rest of the process's CPU: threads Python did not start (Rust and ONNX pools) and any other.
+THREAD_GROUPS = ("loop", "sqlite", "executor", "caller")
+
+
+def _thread_group(name: str) -> str:
+    if name == "uda-loop":
+        return "loop"
+    if name.startswith("uda-sqlite"):
+        return "sqlite"
+    if name.startswith("asyncio_"):
+        return "executor"
+    if name == "MainThread":
+        return "caller"
+    return "other"
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process's Python threads, summed per `_thread_group`.
+
+    A thread's own clock (`pthread_getcpuclockid`), read without stopping it; a thread that
+    ends between two readings takes its time with it (to `cpu native`).
+    """
+    spent: dict[str, float] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            seconds = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except (OSError, AttributeError):  # ended meanwhile, or not Linux: left out
+            continue
+        group = _thread_group(thread.name)
+        spent[group] = spent.get(group, 0.0) + seconds
+    return spent
 
 
 def _serve(search) -> int:

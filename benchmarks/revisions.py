@@ -35,7 +35,20 @@ from benchmarks.revision_turn import WARMUP as TURN_WARMUP
 
 TURN = Path(__file__).resolve().parent / "revision_turn.py"
 DEFAULT_OUT = PROJECT_ROOT / "benchmarks" / "results" / "revisions"
-SHOWN = ("wall", "cpu", "phase1", "phase2", "phase3", "total", "hydrate")
+SHOWN = (
+    "wall",
+    "cpu",
+    "cpu loop",
+    "cpu sqlite",
+    "cpu executor",
+    "cpu caller",
+    "cpu native",
+    "phase1",
+    "phase2",
+    "phase3",
+    "total",
+    "hydrate",
+)
 
 
 class RevisionError(RuntimeError):
@@ -260,7 +273,11 @@ def markdown(report: Mapping) -> str:
     lines += [
         "",
         "after / before: of the medians. paired: the median over turns of after / before in "
-        "the same turn. cpu: the process's CPU time per search, all threads."
+        "the same turn. cpu: the process's CPU time per search, all threads; cpu loop, "
+        "sqlite, executor, caller: the part spent by the client's event loop (the planner's "
+        "Python), the SQLite connector's workers, the default executor's threads (Chroma, the "
+        "graph), the calling thread (hydration); cpu native: the rest (Rust and ONNX "
+        "threads). Each row is its own median, so the parts need not add up to cpu."
         + (
             " per search: the median over every query of every turn of after / before for "
             "that query, the two searched one right after the other."
