@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
-import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +24,7 @@ from typing import Any, Literal, TypeVar, cast
 
 import httpx
 
+from connectors.arcadedb.jvm import DEFAULT_HEAP, start_jvm
 from connectors.contract.errors import ConnectorError, TransientBackendError, UserError
 
 T = TypeVar("T")
@@ -33,19 +33,6 @@ Language = Literal["sql", "cypher"]
 Statement = tuple[Language, str, Mapping[str, Any]]
 
 NAME = "arcadedb"
-DEFAULT_HEAP = "1g"
-
-# Quiet console, no log files in the caller's working directory (ArcadeDB's default is a
-# FileHandler writing ./log/arcadedb.log wherever the process happens to run).
-_LOGGING = """\
-handlers = java.util.logging.ConsoleHandler
-.level = WARNING
-com.arcadedb.level = WARNING
-com.arcadedb.query.polyglot.level = SEVERE
-java.util.logging.ConsoleHandler.level = WARNING
-java.util.logging.ConsoleHandler.formatter = com.arcadedb.log.LogFormatter
-"""
-_JVM_LOCK = threading.Lock()
 
 
 class Backend(ABC):
@@ -91,46 +78,6 @@ def _name(exc: BaseException) -> str:
 
 
 # -- embedded -----------------------------------------------------------------------------
-def start_jvm(home: Path, heap: str = DEFAULT_HEAP) -> None:
-    """Start the JVM once per process: heap capped, logging kept out of the working folder.
-
-    `ARCADEDB_JVM_ARGS` wins where it sets `-Xmx` or a logging configuration itself. A JVM
-    that is already running (another connector, another library) is joined as it is.
-    """
-    jpype: Any = importlib.import_module("jpype")
-    jvm: Any = importlib.import_module("arcadedb_embedded.jvm")
-    with _JVM_LOCK:
-        if jpype.isJVMStarted():
-            return
-        configured = os.environ.get("ARCADEDB_JVM_ARGS", "")
-        args: list[str] = []
-        if "-Xmx" not in configured:
-            args.append(f"-Xmx{heap}")
-        if "java.util.logging.config.file" not in configured:
-            home.mkdir(parents=True, exist_ok=True)
-            logging_file = home / "arcadedb-log.properties"
-            logging_file.write_text(_LOGGING)
-            args.append(f"-Djava.util.logging.config.file={logging_file}")
-        failures: list[BaseException] = []
-
-        def boot() -> None:
-            # JNI attaches the thread that creates the JVM as a non-daemon thread, and the
-            # JVM's shutdown at exit waits for every such thread: a worker or event-loop
-            # thread that started it and then ended would hang the interpreter's exit. So a
-            # thread of its own starts the JVM and detaches before it ends.
-            try:
-                jvm.start_jvm(jvm_args=args)
-                jpype.JClass("java.lang.Thread").detach()
-            except BaseException as exc:
-                failures.append(exc)
-
-        starter = threading.Thread(target=boot, name="arcadedb-jvm-start", daemon=True)
-        starter.start()
-        starter.join()
-        if failures:
-            raise failures[0]
-
-
 class EmbeddedBackend(Backend):
     """The engine in this process, its database under `<path>/database`.
 

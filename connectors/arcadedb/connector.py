@@ -26,13 +26,8 @@ from typing import Any
 
 import httpx
 
-from connectors.arcadedb.backends import (
-    DEFAULT_HEAP,
-    Backend,
-    EmbeddedBackend,
-    HttpBackend,
-    Statement,
-)
+from connectors.arcadedb.backends import Backend, EmbeddedBackend, HttpBackend, Statement
+from connectors.arcadedb.jvm import DEFAULT_HEAP
 from connectors.arcadedb.queries import (
     CHUNK_BATCH,
     CHUNK_STATES,
