@@ -45,6 +45,7 @@ UNIT_MODULES = frozenset(
         "test_pagerank_seeds",
         "test_planner_unit",
         "test_planner_texts",
+        "test_current_heads",
         "test_registry",
         "test_result_fields",
     }

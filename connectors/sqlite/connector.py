@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -41,23 +41,21 @@ from connectors.contract.system_of_record import (
 from connectors.sqlite import aggregation as sqlite_aggregation
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connections import SQLiteConnections
+from connectors.sqlite.consistency import SQLiteConsistency
+from connectors.sqlite.current_heads import CurrentHeads, NotHeld, log_changes
 from connectors.sqlite.graph_reads import BRIDGE_ASSETS, BRIDGES, GRAPH_SHAPE, view_parameters
 from connectors.sqlite.json_rows import read_json_rows
 from connectors.sqlite.lexical import SQLiteTextLeg
 from connectors.sqlite.saved_queries import SavedQueryFile, move_from_store
 from connectors.sqlite.schema import (
     CHUNK_TEXTS_SQL,
-    EXPECTED_CHUNKS_SQL,
-    EXPECTED_EDGES_SQL,
     HEAD_SELECT,
     HEAD_SELECT_WITHOUT_VALUES,
     INSERT_CHUNK_SQL,
     INSERT_STATE_SQL,
-    LATEST_VERSIONS_SQL,
     LIVE_EDGES_SQL,
     LOAD_CHUNKS_SQL,
     LOAD_CHUNKS_WITHOUT_EMBEDDING_SQL,
-    PENDING_COUNTS_SQL,
     SCHEMA,
     STATE_SELECT,
     VERSIONS_SQL,
@@ -70,7 +68,7 @@ T = TypeVar("T")
 _WORKERS = 4  # reader threads (each with its own connection) beside the one writer
 
 
-class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
+class SQLiteConnector(Connector, SQLiteConsistency, RelationalCapable, SQLiteTextLeg):
     """System of record and lexical leg in one SQLite file.
 
     Args:
@@ -100,6 +98,7 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
             not_open=lambda: ConnectorError(self.name, "not connected: call connect() first"),
         )
         self._local = threading.local()  # per-thread caches (visible statistics)
+        self._current = CurrentHeads()  # what most searches read of states (current_heads.py)
         # The lexical engine's indexes live beside the file (connectors/sqlite/lexical.py).
         self._lexical = LexicalIndexes(self._path.with_name(self._path.name + ".lexical"))
         # Our own worker threads, so that close() can wait for the calls still running: a
@@ -129,6 +128,7 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
         self._queries.close()
         self._lexical.close()
         self._local = threading.local()
+        self._current = CurrentHeads()
 
     def _reader(self) -> sqlite3.Connection:
         return self._db.reader()
@@ -175,6 +175,7 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
             )
             state_keys = {(s.element_id, s.version) for s in batch.states}
             state_keys |= {(eid, version) for eid, version, _ in batch.retire}
+            log_changes(conn, [eid for eid, _ in state_keys])
             outbox: list[tuple[str, str, str]] = []
             for store in batch.stores:
                 outbox += [(store, "state", json.dumps(k)) for k in sorted(state_keys)]
@@ -198,7 +199,13 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
     async def fetch_heads(
         self, element_ids: Sequence[str], as_of: int | None, *, filter_values: bool = True
     ) -> dict[str, StateHead]:
-        """Each id's head as of `as_of` and its newest clearance, from the covering index only."""
+        """Each id's head as of `as_of` and its newest clearance, from the covering index only.
+
+        Current heads without filter values, what most searches read, come from memory
+        (`connectors.sqlite.current_heads`, ADR 56) once they are loaded.
+        """
+        if as_of is None and not filter_values and element_ids:
+            return await self._run(lambda: self._current_heads(element_ids))
         columns = HEAD_SELECT if filter_values else HEAD_SELECT_WITHOUT_VALUES
         return await self._run(lambda: self._heads(element_ids, as_of, columns))
 
@@ -219,6 +226,17 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
     ) -> dict[str, StateHead]:
         rows = self._state_rows(columns, element_ids, as_of)
         return {row[0]: head_from_row(row) for row in rows}
+
+    def _current_heads(self, element_ids: Sequence[str]) -> dict[str, StateHead]:
+        """From memory; until the heads are held, from the index while they load."""
+        try:
+            with self._snapshot() as conn:
+                return self._current.heads(conn, element_ids)
+        except NotHeld:
+            executor = self._executor  # the load runs on ours: close() waits for it
+            if executor is not None and not self._closing:
+                self._current.load_in_background(executor, self._snapshot)
+        return self._heads(element_ids, None, HEAD_SELECT_WITHOUT_VALUES)
 
     def _states(self, element_ids: Sequence[str], as_of: int | None) -> dict[str, StoredState]:
         rows = self._state_rows(STATE_SELECT, element_ids, as_of)
@@ -410,41 +428,6 @@ class SQLiteConnector(Connector, RelationalCapable, SQLiteTextLeg):
                 )
 
         await self._run(record)
-
-    # -- consistency: what the derived stores should hold (uda/write/consistency.py) -------------
-    async def expected_chunks(self) -> dict[str, int]:
-        """Every chunk id with its state's `valid_to`."""
-        return dict(await self._select(EXPECTED_CHUNKS_SQL))
-
-    async def expected_edges(self) -> dict[tuple[str, str, str], tuple[int, int]]:
-        """Every edge key with its `(valid_from, valid_to)`."""
-        return {(s, r, t): (vf, vt) for s, r, t, vf, vt in await self._select(EXPECTED_EDGES_SQL)}
-
-    async def live_element_ids(self, prefix: str) -> list[str]:
-        """Current, non-tombstoned ids starting with `prefix`, sorted."""
-        rows = await self._select(
-            f"SELECT element_id FROM states WHERE valid_to = {OPEN} AND NOT tombstone "  # noqa: S608
-            "AND substr(element_id, 1, length(?1)) = ?1 ORDER BY element_id",
-            (prefix,),
-        )
-        return [row[0] for row in rows]
-
-    async def latest_versions(self) -> dict[str, int]:
-        """Every element id with its newest version (tombstones included)."""
-        return dict(await self._select(LATEST_VERSIONS_SQL))
-
-    async def pending_counts(self) -> dict[str, int]:
-        """Outbox entries per store."""
-        return dict(await self._select(PENDING_COUNTS_SQL))
-
-    async def enqueue(
-        self, store: str, kind: Literal["state", "edge"], keys: Sequence[tuple[str | int, ...]]
-    ) -> None:
-        """Add outbox entries for `store`, as a commit would have."""
-        await self._write_many(
-            "INSERT INTO outbox (store, kind, key) VALUES (?,?,?)",
-            [(store, kind, json.dumps(list(k))) for k in keys],
-        )
 
     async def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return await self._run(lambda: self._reader().execute(sql, params).fetchall())

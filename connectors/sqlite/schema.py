@@ -55,6 +55,12 @@ CREATE INDEX IF NOT EXISTS states_aggregate
 CREATE INDEX IF NOT EXISTS states_time ON states (timestamp_ms, element_id);
 -- Ordered by name, and relation paths that name their neighbour (`partOf.name = ...`).
 CREATE INDEX IF NOT EXISTS states_name ON states (name, element_id);
+-- The ids each commit wrote or retired a state of, in commit order: the current heads a
+-- process keeps in memory catch up from here (connectors/sqlite/current_heads.py).
+CREATE TABLE IF NOT EXISTS state_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    element_id TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS chunks (
     chunk_id TEXT PRIMARY KEY,
     element_id TEXT NOT NULL,
