@@ -9,6 +9,7 @@ the cached read with the index read of the same ids, on a real store.
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -196,3 +197,28 @@ async def test_closing_while_the_heads_load_waits_for_the_load(tmp_path: Path) -
         assert set(await again.fetch_heads(["e3", "nope"], None, filter_values=False)) == {"e3"}
     finally:
         await again.close()
+
+
+async def test_the_held_heads_cost_the_garbage_collector_nothing(tmp_path: Path) -> None:
+    """Held as rows of plain values, which a collection stops tracking: a service holding
+    every head of a large store pays no longer pauses for them (ADR 56)."""
+    sor = SQLiteConnector(tmp_path / "sor.sqlite3")
+    await sor.connect()
+    try:
+        await sor.commit(WriteBatch(states=[state(f"e{i}", 1, 100) for i in range(200)], hlc=100))
+        await _loaded(sor)
+        await sor.commit(
+            WriteBatch(
+                states=[state("e1", 2, 200, sensitivity_rank=2)], retire=[("e1", 1, 200)], hlc=200
+            )
+        )
+        heads = await sor.fetch_heads(["e1", "e2"], None, filter_values=False)  # catches up
+        assert heads["e1"].version == 2
+        held = sor._current._heads  # pyright: ignore[reportPrivateUsage]
+        assert held is not None
+        assert len(held) == 200
+        gc.collect()
+        assert not gc.is_tracked(held)
+        assert not any(gc.is_tracked(row) for row in held.values())
+    finally:
+        await sor.close()
