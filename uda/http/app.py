@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -66,6 +67,18 @@ from uda.write.validation import coerce_elements, coerce_relations
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: thousands of elements, far beyond any search
 
 
+def _freeze_start_up_heap() -> None:
+    """Collect once, then leave what start-up made (model, stores, routes) out of later GCs.
+
+    A full collection walks every tracked object; after start-up that is mostly the
+    embedding model's, the stores' and the app's, which live as long as the process. Each
+    full collection of the service took 0.16 to 0.24 s every 2 to 3 s under load, with the event
+    loop stopped; frozen, 0.01 to 0.06 s (ADR 58). Objects made later are collected as before.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def create_app(
     client: AsyncClient,
     auth: Authenticator,
@@ -73,6 +86,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     readiness_timeout: float = 2.0,
     owns_client: bool = False,
+    freeze_start_up_heap: bool = False,
 ) -> FastAPI:
     """Build the HTTP service over `client`.
 
@@ -82,6 +96,9 @@ def create_app(
         max_body_bytes: requests with a larger body get 413 before anything parses them.
         readiness_timeout: seconds each backend has to answer `/readyz`.
         owns_client: open the client on startup and close it on shutdown (`uda serve`).
+        freeze_start_up_heap: once started, move every object alive then out of the
+            garbage collector's sight (`uda serve`, whose process is the service's own;
+            see `_freeze_start_up_heap`).
     """
     metrics = Metrics()
 
@@ -91,9 +108,13 @@ def create_app(
             await client.open()
             # Load the model now, so that the first caller does not wait for it.
             await asyncio.to_thread(client.embedder.embed_query, "warm up")
+        if freeze_start_up_heap:
+            _freeze_start_up_heap()
         try:
             yield
         finally:
+            if freeze_start_up_heap:
+                gc.unfreeze()  # an app started again in the same process freezes afresh
             if owns_client:
                 await client.close()
 

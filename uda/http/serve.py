@@ -174,7 +174,11 @@ class ServeSettings:
 
         client = uda.AsyncClient(self.load_profile())
         return create_app(
-            client, self.authenticator(), max_body_bytes=self.max_body_bytes, owns_client=True
+            client,
+            self.authenticator(),
+            max_body_bytes=self.max_body_bytes,
+            owns_client=True,
+            freeze_start_up_heap=True,
         )
 
 
