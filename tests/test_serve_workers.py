@@ -250,3 +250,20 @@ def test_the_cli_searches_a_running_service_by_its_url(
         monkeypatch.setenv("UDA_API_KEY", "not-a-key")
         assert main(argv) == 2  # refused by the service: the caller's mistake
         assert capsys.readouterr().err == "uda: error: unknown API key\n"
+
+
+@pytest.mark.unit
+def test_the_service_runs_on_the_c_event_loop_and_http_parser() -> None:
+    # `uda serve` leaves uvicorn's loop and parser on "auto": uvloop and httptools when the
+    # http extra installed them, else pure-Python asyncio and h11 at about half the speed.
+    import uvicorn.config
+
+    async def app(scope: object, receive: object, send: object) -> None:
+        return None
+
+    config = uvicorn.config.Config(app=app)
+    config.load()
+    assert config.http_protocol_class.__name__ == "HttpToolsProtocol"
+    loop_factory = config.get_loop_factory()
+    assert loop_factory is not None
+    assert loop_factory.__module__.startswith("uvloop")
