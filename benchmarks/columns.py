@@ -93,6 +93,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "errors",
         "results_mean",
         "query_passes",
+        "cpu_ms_per_answer",
+        "cpu_cores",
         "processes",
         "rss_mb",
         "rss_before_mb",

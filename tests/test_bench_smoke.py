@@ -124,6 +124,10 @@ def test_every_suite_ran_and_every_row_has_figures(
         leaks = [r for r in report["suites"]["keps"]["rows"] if r["method"] == "clearance"]
         assert leaks
         assert all(r["metrics"]["leaks"] == 0 for r in leaks)
+    # What an answer cost the service's processes is measured, not left at zero.
+    for row in report["suites"]["service"]["rows"] if have_data else ():
+        assert row["metrics"]["cpu_ms_per_answer"] > 0, row["method"]
+        assert 0 < row["metrics"]["cpu_cores"] <= (os.cpu_count() or 1) * 1.1, row["method"]
     # A backend stopped, paused or restarted under load: no leak, nothing acknowledged lost.
     for row in report["suites"]["resilience"]["rows"]:
         assert row["metrics"]["leaks"] == 0, row["method"]

@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from benchmarks.datasets import read_beir
@@ -41,6 +40,7 @@ from benchmarks.suites.service import (
     CALLER,
     DATASET,
     LIMIT,
+    cpu_seconds,
     load,
     passages,
     process_tree,
@@ -219,18 +219,7 @@ def _pids(info: Any) -> list[int]:
 
 def _cpu(groups: dict[str, Callable[[], list[int]]]) -> dict[str, float]:
     """CPU seconds (user + system) each group's processes have used so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    used: dict[str, float] = {}
-    for name, pids in groups.items():
-        total = 0
-        for pid in pids():
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # ended meanwhile
-                continue
-            total += int(fields[11]) + int(fields[12])
-        used[name] = total / ticks
-    return used
+    return {name: cpu_seconds(pids()) for name, pids in groups.items()}
 
 
 def _schema_bytes(primary: Any, profile: Profile) -> float:

@@ -16,7 +16,9 @@ After a warm-up (`service_warmup_s`, at the highest concurrency, not counted), e
 one cycle shared by every caller (all 1,109 query texts, test and train). Each row reports
 the answers (200), QPS (answers / the step's wall time, until the last request returned),
 latency p50/p95/p99/max of every request, `errors` (any other status, a transport error or
-no answer within 30 s), the mean results per answer, the resident memory (VmRSS) of the
+no answer within 30 s), the mean results per answer, the CPU time of the service's whole
+process tree per answer and in cores (`cpu_ms_per_answer`, `cpu_cores`: what an answer costs
+and whether one core's worth of work bounds the service), the resident memory (VmRSS) of the
 service's whole process tree after the step, before the first step and after the last, and
 the most service processes seen. The query vector cache of each service process (4,096
 texts) holds every query after its first pass: `query_passes` says how often the cycle
@@ -61,6 +63,7 @@ class Step:
     errors: int = 0
     results: int = 0
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # CPU time (user + system) of the service's processes in the step
     first_error: str | None = None
 
     def failed(self, what: str) -> None:
@@ -127,7 +130,8 @@ def run(ctx: Context, result: SuiteResult) -> None:
                     f"  {step.clients:>3} clients: {figures['qps']:.1f} q/s, p50 "
                     f"{figures['p50_ms']:.0f} ms, p99 {figures['p99_ms']:.0f} ms, "
                     f"{step.errors} errors, {figures['processes']:.0f} processes, "
-                    f"{figures['rss_mb']:.0f} MB"
+                    f"{figures['rss_mb']:.0f} MB, CPU {figures['cpu_ms_per_answer']:.1f} ms "
+                    f"an answer on {figures['cpu_cores']:.2f} cores"
                 )
                 suffix = "" if workers is None else f", --workers {workers}"
                 result.add(
@@ -195,7 +199,9 @@ async def load(
             raise RuntimeError(f"uda serve answered no search: {warm.first_error}")
         memory.before_mb = memory.rss_mb()
         for clients in preset.service_concurrency:
+            cpu_before = cpu_seconds(process_tree(memory.pid))
             step = await _step(http, cycle, clients, preset.service_seconds)
+            step.cpu_s = cpu_seconds(process_tree(memory.pid)) - cpu_before
             if not step.answered:
                 raise RuntimeError(
                     f"uda serve answered no search at {clients} clients: {step.first_error}"
@@ -248,6 +254,10 @@ def step_figures(step: Step, rss_mb: float, memory: Memory, n_queries: int) -> d
         "max_ms": max(walls),
         "results_mean": step.results / step.answered if step.answered else 0.0,
         "wall_s": step.wall_s,
+        # What an answer costs the machine, and how many cores the service kept busy: a
+        # service held by one core's worth of work (the GIL) shows ~1 here at any load.
+        "cpu_ms_per_answer": step.cpu_s * 1000 / step.answered if step.answered else 0.0,
+        "cpu_cores": step.cpu_s / step.wall_s if step.wall_s else 0.0,
         "query_passes": requests / n_queries,
         "rss_mb": rss_mb,
         "rss_before_mb": memory.before_mb,
@@ -276,6 +286,19 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """CPU seconds (user + system) these processes have used so far (ended ones count 0)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 def _vm_rss_kb(pid: int) -> int:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
@@ -293,6 +316,7 @@ def _tail(log: Path, chars: int = 2000) -> str:
 
 __all__ = [
     "WORKERS",
+    "cpu_seconds",
     "load",
     "passages",
     "process_tree",
