@@ -4,6 +4,8 @@ reference arithmetic (connectors/bm25.py) over the visible chunks' stored terms.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from connectors.analyzer import query_terms
 from connectors.bm25 import bm25_top
 from connectors.conformance.data import chunk
 from connectors.contract.records import OPEN, ChunkRecord, SearchFilter
+from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connector import SQLiteConnector
 
 PUBLIC = SearchFilter(max_sensitivity_rank=0, all_projects=False)
@@ -91,3 +94,106 @@ async def test_k_cuts_after_the_tie_order(tmp_path: Path) -> None:
     assert [h.chunk_id for h in first] == [h.chunk_id for h in every[:2]]
     ids = [h.chunk_id for h in every]
     assert ids.index("twin-a@1#0") + 1 == ids.index("twin-b@1#0")
+
+
+# -- a superseded state's chunks: closed, not indexed again --------------------------------
+def _as_of(hlc: int) -> SearchFilter:
+    return SearchFilter(max_sensitivity_rank=0, as_of=hlc)
+
+
+def _row_and_terms(path: Path, chunk_id: str) -> tuple[int, list[tuple[str, int]]]:
+    conn = sqlite3.connect(path)
+    (rowid,) = conn.execute(
+        "SELECT rowid FROM text_chunks WHERE chunk_id = ?", (chunk_id,)
+    ).fetchone()
+    terms = conn.execute(
+        "SELECT term, tf FROM chunk_terms WHERE doc = ? ORDER BY term", (rowid,)
+    ).fetchall()
+    conn.close()
+    return rowid, terms
+
+
+KEEPER = CORPUS[3]
+
+
+async def test_a_superseded_chunk_keeps_its_row_and_terms_and_reads_as_before(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "uda.sqlite3"
+    store = SQLiteConnector(path)
+    await store.connect()
+    try:
+        await store.upsert_text_chunks(CORPUS)
+        past_before = await store.text_search("harbour ships keeper", 10, _as_of(10))
+        row_before = _row_and_terms(path, KEEPER.chunk_id)
+        await store.upsert_text_chunks([replace(KEEPER, valid_to=20)])
+        past_after = await store.text_search("harbour ships keeper", 10, _as_of(10))
+        current = await store.text_search("harbour ships keeper", 10, PUBLIC)
+        drift = await store.text_index_drift()
+    finally:
+        await store.close()
+    assert KEEPER.chunk_id in [h.chunk_id for h in past_before]
+    assert [(h.chunk_id, h.score) for h in past_after] == [
+        (h.chunk_id, pytest.approx(h.score, rel=1e-12)) for h in past_before
+    ]
+    # Closed in place: the same row, the same term rows (nothing analysed or written again).
+    assert _row_and_terms(path, KEEPER.chunk_id) == row_before
+    # The current statistics and the engine lost it exactly: the reference arithmetic again.
+    expected = _reference(path, "harbour ships keeper", 10)
+    assert KEEPER.chunk_id not in [cid for cid, _ in expected]
+    assert [(h.chunk_id, h.score) for h in current] == [
+        (cid, pytest.approx(score, rel=1e-12)) for cid, score in expected
+    ]
+    assert drift == 0
+
+
+async def test_a_chunk_closed_with_other_text_is_indexed_again(tmp_path: Path) -> None:
+    store = SQLiteConnector(tmp_path / "uda.sqlite3")
+    await store.connect()
+    try:
+        await store.upsert_text_chunks(CORPUS)
+        await store.upsert_text_chunks([replace(KEEPER, valid_to=20, text="Only gulls now.")])
+        gulls = await store.text_search("gulls", 10, _as_of(10))
+        lighthouse = await store.text_search("lighthouse", 10, _as_of(10))
+        drift = await store.text_index_drift()
+    finally:
+        await store.close()
+    assert [h.chunk_id for h in gulls] == [KEEPER.chunk_id]
+    assert lighthouse == []
+    assert drift == 0
+
+
+async def test_a_chunk_changed_between_analysis_and_write_is_analysed_in_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "uda.sqlite3"
+    store = SQLiteConnector(path)
+    await store.connect()
+    analyse = sqlite_text.analyse
+
+    def analyse_then_another_writer(
+        conn: sqlite3.Connection, chunks: Sequence[ChunkRecord]
+    ) -> sqlite_text.AnalysedChunks:
+        found = analyse(conn, chunks)
+        # Another connection changes the stored text after the analysis found it unchanged.
+        other = sqlite3.connect(path)
+        other.execute(
+            "UPDATE text_chunks SET text = 'Only gulls now.' WHERE chunk_id = ?",
+            (KEEPER.chunk_id,),
+        )
+        other.commit()
+        other.close()
+        return found
+
+    try:
+        await store.upsert_text_chunks(CORPUS)
+        monkeypatch.setattr(sqlite_text, "analyse", analyse_then_another_writer)
+        await store.upsert_text_chunks([replace(KEEPER, valid_to=20)])
+        lighthouse = await store.text_search("lighthouse", 10, _as_of(10))
+        drift = await store.text_index_drift()
+    finally:
+        await store.close()
+    # The write compared again, found the row changed, and wrote the chunk it was given.
+    assert [h.chunk_id for h in lighthouse] == [KEEPER.chunk_id]
+    assert lighthouse[0].text == KEEPER.text
+    assert drift == 0

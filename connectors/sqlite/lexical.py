@@ -160,7 +160,7 @@ class SQLiteTextLeg(TextCapable):
         """Insert or replace chunks and their terms, and the engine's documents."""
 
         def write() -> None:
-            analysed = sqlite_text.analyse(chunks)
+            analysed = sqlite_text.analyse(self._reader(), chunks)
             with self._transaction() as conn:
                 change = sqlite_text.index_chunks(conn, analysed)
                 self._apply(conn, change, sqlite_text.bump_generation(conn))

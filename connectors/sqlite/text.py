@@ -32,6 +32,13 @@ from connectors.tantivy.index import IndexedChunk
 
 _INSERT_CHUNK = insert_sql("text_chunks", (*DERIVED_CHUNK_COLUMNS, "name", "text", "length"), "?")
 _INSERT_TERM = "INSERT INTO chunk_terms (term, doc, tf) VALUES (?,?,?)"
+_STORED_TEXT = (
+    "SELECT chunk_id, name, text FROM text_chunks "
+    "WHERE chunk_id IN (SELECT value FROM json_each(?))"
+)
+# Every derived column again (the same values for the id's own), packed frequencies gone.
+_SET_DERIVED = ", ".join(f"{column} = ?" for column in DERIVED_CHUNK_COLUMNS)
+_CLOSE_KEPT = f"UPDATE text_chunks SET {_SET_DERIVED}, term_freqs = NULL WHERE chunk_id = ?"  # noqa: S608
 _ANALYZER_KEY = "text_analyzer"
 _STATS_KEY = "lexical_stats"
 _STATS_VERSION = "2"  # 2: packed term frequencies
@@ -86,48 +93,95 @@ def delete_chunks(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> Lexical
 
 @dataclass(frozen=True)
 class AnalysedChunks:
-    """Chunks to index, each once (the last of a repeated id wins), with their terms."""
+    """Chunks to write, each once (the last of a repeated id wins), and the new terms.
+
+    A chunk closed with its name and text unchanged (the state it belongs to was
+    superseded) keeps its row and its terms, so it has none here.
+    """
 
     chunks: list[ChunkRecord]
-    terms: list[Counter[str]]
+    terms: dict[str, Counter[str]]
 
 
-def analyse(chunks: Sequence[ChunkRecord]) -> AnalysedChunks:
-    """The chunks' terms, to take before the write transaction.
+def analyse(conn: sqlite3.Connection, chunks: Sequence[ChunkRecord]) -> AnalysedChunks:
+    """The terms of the chunks that need them, to take before the write transaction.
 
     Analysis is most of a text write's CPU, and the store's other writers (the outbox's
     acknowledgements, other stores' drains) wait for the write lock while it is held.
+    `conn` reads which chunks are closing unchanged (`index_chunks` checks it again).
     """
     unique = list({c.chunk_id: c for c in chunks}.values())
-    return AnalysedChunks(unique, [term_frequencies(c.name, c.text) for c in unique])
+    unchanged = _closing_unchanged(conn, unique)
+    return AnalysedChunks(
+        unique,
+        {
+            c.chunk_id: term_frequencies(c.name, c.text)
+            for c in unique
+            if c.chunk_id not in unchanged
+        },
+    )
+
+
+def _closing_unchanged(conn: sqlite3.Connection, chunks: Sequence[ChunkRecord]) -> set[str]:
+    """Ids of the chunks being closed whose stored row has the same name and text.
+
+    Their terms are what the row holds already. A superseded state sends every chunk of
+    its version again with `valid_to` set, as many chunks as the new version writes; reading
+    their terms back from the text would double the cost of every revision.
+    """
+    closing = {c.chunk_id: c for c in chunks if c.valid_to != OPEN}
+    if not closing:
+        return set()
+    return {
+        chunk_id
+        for chunk_id, name, text in conn.execute(_STORED_TEXT, (json.dumps(list(closing)),))
+        if closing[chunk_id].name == name and closing[chunk_id].text == text
+    }
 
 
 def index_chunks(conn: sqlite3.Connection, analysed_chunks: AnalysedChunks) -> LexicalChange:
-    """Insert or replace chunks and their terms (inside the caller's transaction)."""
-    chunks, analysed = analysed_chunks.chunks, analysed_chunks.terms
+    """Insert or replace chunks and their terms (inside the caller's transaction).
+
+    A chunk closing with its name and text unchanged keeps its row, its terms and its length;
+    only its columns change (a closed chunk has no packed frequencies: the engine's path
+    reads current chunks only). Others are written whole, analysed here if `analyse` found
+    them unchanged and another writer changed them since.
+    """
+    chunks = analysed_chunks.chunks
     ids = [c.chunk_id for c in chunks]
+    kept = _closing_unchanged(conn, chunks)
     removed = _retiring(conn, ids)
+    conn.executemany(
+        _CLOSE_KEPT,
+        [(*derived_chunk_values(c, json.dumps), c.chunk_id) for c in chunks if c.chunk_id in kept],
+    )
+    fresh = [c for c in chunks if c.chunk_id not in kept]
+    analysed: list[Counter[str]] = []
+    for c in fresh:
+        terms = analysed_chunks.terms.get(c.chunk_id)
+        analysed.append(term_frequencies(c.name, c.text) if terms is None else terms)
+    fresh_ids = [c.chunk_id for c in fresh]
     # Deleting fires the trigger that drops the old term rows.
-    conn.executemany("DELETE FROM text_chunks WHERE chunk_id = ?", [(c,) for c in ids])
+    conn.executemany("DELETE FROM text_chunks WHERE chunk_id = ?", [(c,) for c in fresh_ids])
     conn.executemany(
         _INSERT_CHUNK,
         [
             (*derived_chunk_values(c, json.dumps), c.name, c.text, chunk_length(terms))
-            for c, terms in zip(chunks, analysed, strict=True)
+            for c, terms in zip(fresh, analysed, strict=True)
         ],
     )
     docs = dict(
         conn.execute(
             "SELECT chunk_id, rowid FROM text_chunks "
             "WHERE chunk_id IN (SELECT value FROM json_each(?))",
-            (json.dumps([c.chunk_id for c in chunks]),),
+            (json.dumps(fresh_ids),),
         ).fetchall()
     )
     conn.executemany(
         _INSERT_TERM,
         [
             (term, docs[c.chunk_id], tf)
-            for c, terms in zip(chunks, analysed, strict=True)
+            for c, terms in zip(fresh, analysed, strict=True)
             for term, tf in terms.items()
         ],
     )
@@ -135,11 +189,11 @@ def index_chunks(conn: sqlite3.Connection, analysed_chunks: AnalysedChunks) -> L
         conn,
         {
             docs[c.chunk_id]: terms
-            for c, terms in zip(chunks, analysed, strict=True)
+            for c, terms in zip(fresh, analysed, strict=True)
             if c.valid_to == OPEN
         },
     )
-    lexical_stats.change(conn, ids, 1)
+    lexical_stats.change(conn, fresh_ids, 1)
     added = [
         IndexedChunk(
             rid=docs[c.chunk_id],
@@ -147,7 +201,7 @@ def index_chunks(conn: sqlite3.Connection, analysed_chunks: AnalysedChunks) -> L
             element_type=c.element_type,
             terms=terms,
         )
-        for c, terms in zip(chunks, analysed, strict=True)
+        for c, terms in zip(fresh, analysed, strict=True)
         if c.valid_to == OPEN
     ]
     return LexicalChange(removed=removed, added=added)
