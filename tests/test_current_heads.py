@@ -79,11 +79,16 @@ async def test_a_reclassified_element_is_read_with_its_new_clearance(tmp_path: P
         await sor.close()
 
 
+async def _a_at_version_1_seen_by(reader: SQLiteConnector, writer: SQLiteConnector) -> None:
+    """`a` committed at version 1 by one process and read by the other, its heads loaded."""
+    await writer.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
+    await _loaded(reader)
+    assert (await reader.fetch_heads(["a"], None, filter_values=False))["a"].version == 1
+
+
 async def test_another_process_commits_are_seen_at_the_next_read(tmp_path: Path) -> None:
     async with _two_processes(tmp_path / "sor.sqlite3") as (reader, writer):
-        await writer.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
-        await _loaded(reader)
-        assert (await reader.fetch_heads(["a"], None, filter_values=False))["a"].version == 1
+        await _a_at_version_1_seen_by(reader, writer)
         await writer.commit(
             WriteBatch(
                 states=[state("a", 2, 200, sensitivity_rank=2), state("c", 1, 200)],
@@ -103,9 +108,7 @@ async def test_a_reader_behind_a_pruned_log_reloads(
 ) -> None:
     monkeypatch.setattr(current_heads, "_KEPT", 2)
     async with _two_processes(tmp_path / "sor.sqlite3") as (reader, writer):
-        await writer.commit(WriteBatch(states=[state("a", 1, 100)], hlc=100))
-        await _loaded(reader)
-        assert (await reader.fetch_heads(["a"], None, filter_values=False))["a"].version == 1
+        await _a_at_version_1_seen_by(reader, writer)
         await writer.commit(
             WriteBatch(
                 states=[state("a", 2, 200, sensitivity_rank=2)], retire=[("a", 1, 200)], hlc=200
