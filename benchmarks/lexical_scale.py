@@ -190,7 +190,7 @@ def measure(client: Any, index: Any, qs: Sequence[str]) -> dict[str, dict[str, f
     from connectors.analyzer import query_terms
     from connectors.contract.records import SearchFilter
     from connectors.sql_filters import compile_filter
-    from connectors.sqlite import text as sqlite_text
+    from connectors.sqlite import lexical_exhaustive
 
     sqlite = _sqlite(client)
     caller = SearchFilter(max_sensitivity_rank=1)
@@ -202,7 +202,7 @@ def measure(client: Any, index: Any, qs: Sequence[str]) -> dict[str, dict[str, f
         where, params = compile_filter(caller, table="t")
         with sqlite._snapshot() as conn:
             n_docs, average = sqlite._visible_stats(conn, where, params)
-            sqlite_text.best_chunks(conn, terms, where, params, n_docs, average, K)
+            lexical_exhaustive.best_chunks(conn, terms, where, params, n_docs, average, K)
 
     def bare(query: str) -> None:
         parsed, _ = index.parse_query_lenient(query, ["text"])

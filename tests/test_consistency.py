@@ -25,6 +25,7 @@ import uda
 from connectors.contract.records import OPEN
 from connectors.contract.system_of_record import OutboxItem, state_key
 from connectors.networkx_graph import NetworkXConnector
+from connectors.sqlite import postings
 from connectors.sqlite.connector import SQLiteConnector
 from connectors.tantivy import Label, LexicalIndexes
 from ontology import Document, Person, Relation, Repository
@@ -163,9 +164,11 @@ def test_text_store_damage_is_named_and_repaired(built: Path, embedder: Embedder
         " 'Ghost', 'ghost', 0 FROM text_chunks WHERE chunk_id = 'doc-0@1#0'"
     )
     # Index entries lost behind the table's back: the chunk is stored but cannot be found,
-    # neither by the exhaustive path's term rows nor by the engine's document (ADR 50).
-    (doc_6,) = db.execute("SELECT rowid FROM text_chunks WHERE chunk_id = 'doc-6@1#0'").fetchone()
-    db.execute("DELETE FROM chunk_terms WHERE doc = ?", (doc_6,))
+    # neither by the exhaustive path's postings nor by the engine's document (ADR 50, 60).
+    doc_6, packed = db.execute(
+        "SELECT rowid, term_freqs FROM text_chunks WHERE chunk_id = 'doc-6@1#0'"
+    ).fetchone()
+    postings.remove(db, [(doc_6, packed)])
     db.close()
     engine = LexicalIndexes(built / "uda.sqlite3.lexical")
     engine.open()
@@ -182,11 +185,11 @@ def test_text_store_damage_is_named_and_repaired(built: Path, embedder: Embedder
             ("ghost@1#0",),
             ("doc-4@1#0",),
         )
-        # 1 chunk's term rows, 1 statistics row (its label's count and length), 4 engine
-        # documents: doc-6's lost, doc-1's left without its chunk, doc-4's still current,
-        # the ghost's never made.
-        assert text.index_drift == 6
-        assert "search index entries out of step with the chunks: 6" in str(report)
+        # 2 chunks' postings (doc-6's lost, doc-1's left without its chunk), 1 statistics row
+        # (its label's count and length), 4 engine documents: doc-6's lost, doc-1's left
+        # without its chunk, doc-4's still current, the ghost's never made.
+        assert text.index_drift == 7
+        assert "search index entries out of step with the chunks: 7" in str(report)
         res = client.search("harbour 6", limit=3, clearance_scope=PUBLIC, weights=lexical)
         assert "doc-6" not in [r.element_id for r in res.results]
 
@@ -200,7 +203,7 @@ def test_text_store_damage_is_named_and_repaired(built: Path, embedder: Embedder
 
     db = sqlite3.connect(built / "uda.sqlite3", isolation_level=None)
     assert db.execute(
-        "SELECT count(*) FROM chunk_terms WHERE doc = "
+        "SELECT count(*) FROM text_postings_rows WHERE doc = "
         "(SELECT rowid FROM text_chunks WHERE chunk_id = 'doc-6@1#0')"
     ).fetchone()[0]
     assert db.execute(

@@ -114,12 +114,14 @@ async def test_an_fts5_store_of_an_earlier_release_is_reindexed(tmp_path: Path) 
     )
     await store.close()
 
-    # Turn it into a store as earlier releases left it: an FTS5 index, no term rows.
+    # Turn it into a store as earlier releases left it: an FTS5 index, no terms or postings.
     db = sqlite3.connect(path, isolation_level=None)
     db.executescript(
         """
-        DELETE FROM chunk_terms;
-        DELETE FROM meta WHERE key = 'text_analyzer';
+        DROP TABLE text_postings_rows;
+        DROP TABLE text_postings;
+        UPDATE text_chunks SET term_freqs = NULL;
+        DELETE FROM meta WHERE key IN ('text_analyzer', 'lexical_postings');
         CREATE VIRTUAL TABLE text_fts USING fts5(
             name, text, content='text_chunks', content_rowid='rowid');
         CREATE TRIGGER text_chunks_ai AFTER INSERT ON text_chunks BEGIN

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +23,12 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connectors.analyzer import query_terms
+from connectors.analyzer import query_terms, term_frequencies
 from connectors.conformance.data import chunk
 from connectors.contract.predicates import Op, Predicate
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
 from connectors.sql_filters import compile_filter
-from connectors.sqlite import lexical_engine, lexical_stats, packed_terms
+from connectors.sqlite import lexical_engine, lexical_exhaustive, lexical_stats, packed_terms
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connector import SQLiteConnector
 
@@ -80,7 +81,7 @@ def _both_paths(
         )
         n_docs, average = store._visible_stats(conn, where, params)
         exhaustive = (
-            sqlite_text.best_chunks(conn, terms, where, params, n_docs, average, k)
+            lexical_exhaustive.best_chunks(conn, terms, where, params, n_docs, average, k)
             if n_docs
             else []
         )
@@ -271,19 +272,40 @@ async def test_value_filters_and_as_of_take_the_exhaustive_path(store: SQLiteCon
 
 
 async def test_a_store_made_before_the_engine_is_brought_up_when_opened(tmp_path: Path) -> None:
-    """No statistics, no indexes: opening builds both, and the answers are the same."""
+    """No statistics, no postings, no indexes: opening builds them, and answers the same."""
     path = tmp_path / "old.sqlite3"
     store = SQLiteConnector(path)
     await store.connect()
     await store.upsert_text_chunks(_corpus(6, 60))
     caller = SearchFilter(max_sensitivity_rank=3, all_projects=True)
+    past = replace(caller, as_of=100)
     before = _view(await store.text_search("quartz falcon", 30, caller))
+    before_past = _view(await store.text_search("quartz falcon", 30, past))
     await store.close()
-    # What a store of the previous release holds: terms, no statistics, no engine folder.
+    # What a store of the release before the engine holds: one row per (term, chunk), the
+    # statistics table of that time empty, no packed terms, no postings, no engine folder.
     with sqlite3.connect(path) as conn:
-        conn.execute("DELETE FROM lexical_df")
+        conn.execute(
+            "CREATE TABLE chunk_terms (term TEXT NOT NULL, doc INTEGER NOT NULL, "
+            "tf INTEGER NOT NULL, PRIMARY KEY (term, doc)) WITHOUT ROWID"
+        )
+        conn.executemany(
+            "INSERT INTO chunk_terms VALUES (?, ?, ?)",
+            [
+                (term, rowid, tf)
+                for rowid, name, text in conn.execute("SELECT rowid, name, text FROM text_chunks")
+                for term, tf in term_frequencies(name, text).items()
+            ],
+        )
+        conn.execute("CREATE TABLE lexical_df (term TEXT, chunks INTEGER)")
+        conn.execute("DROP TABLE text_postings_rows")
+        conn.execute("DROP TABLE text_postings")
+        conn.execute("DROP TABLE lexical_term_df")
         conn.execute("DELETE FROM lexical_labels")
-        conn.execute("DELETE FROM meta WHERE key IN ('lexical_stats', 'lexical_generation')")
+        conn.execute(
+            "DELETE FROM meta WHERE key IN "
+            "('lexical_stats', 'lexical_generation', 'lexical_postings')"
+        )
         conn.execute("ALTER TABLE text_chunks DROP COLUMN term_freqs")
         conn.execute("DROP TABLE lexicon")
     store._lexical.destroy()
@@ -293,7 +315,10 @@ async def test_a_store_made_before_the_engine_is_brought_up_when_opened(tmp_path
         assert await reopened.text_index_drift() == 0
         with reopened._snapshot() as conn:
             assert reopened._engine_ready(conn)
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+        assert not tables & {"chunk_terms", "lexical_df"}
         assert _view(await reopened.text_search("quartz falcon", 30, caller)) == before
+        assert _view(await reopened.text_search("quartz falcon", 30, past)) == before_past
     finally:
         await reopened.close()
 
@@ -338,7 +363,10 @@ def test_packed_scores_read_each_chunk_from_its_own_bytes() -> None:
     """Candidates' packed frequencies arrive as one BLOB and their sizes: each chunk's score
     is its own, an empty chunk (no terms) scores 0, and sizes that disagree are refused."""
     chunks = [[(3, 2), (7, 1)], [], [(1, 4), (3, 1), (9, 2)], [(7, 5)]]
-    blobs = [packed_terms._pack(pairs) for pairs in chunks]  # pyright: ignore[reportPrivateUsage]
+    blobs = [
+        packed_terms.pack({str(t): tf for t, tf in pairs}, {str(t): t for t, _ in pairs})
+        for pairs in chunks
+    ]
     lengths = np.asarray([12.0, 3.0, 30.0, 8.0])
     weights = {3: 1.5, 7: 0.25, 9: 2.0}
     together = packed_terms.scores(

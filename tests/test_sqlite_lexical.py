@@ -1,5 +1,5 @@
-"""The SQLite lexical leg scores inside SQLite: the same hits, scores and tie order as the
-reference arithmetic (connectors/bm25.py) over the visible chunks' stored terms."""
+"""The SQLite lexical leg's exhaustive path: the same hits, scores and tie order as the
+reference arithmetic (connectors/bm25.py) over the visible chunks' text, analysed again."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.analyzer import query_terms
+from connectors.analyzer import chunk_length, query_terms, term_frequencies
 from connectors.bm25 import bm25_top
 from connectors.conformance.data import chunk
 from connectors.contract.records import OPEN, ChunkRecord, SearchFilter
@@ -46,21 +46,26 @@ CORPUS = [
 
 
 def _reference(path: Path, query: str, k: int) -> list[tuple[str, float]]:
-    """`bm25_top` over the visible (public, current) chunks' rows, read straight from the file."""
+    """`bm25_top` over the visible (public, current) chunks, their text read from the file."""
     conn = sqlite3.connect(path)
-    visible = "t.sensitivity_rank = 0 AND t.valid_to = ?"
     rows = conn.execute(
-        "SELECT c.doc, c.term, c.tf, t.length, t.chunk_id FROM chunk_terms c "
-        f"JOIN text_chunks t ON t.rowid = c.doc WHERE {visible}",
+        "SELECT rowid, chunk_id, name, text FROM text_chunks "
+        "WHERE sensitivity_rank = 0 AND valid_to = ?",
         (OPEN,),
     ).fetchall()
-    n, total = conn.execute(
-        f"SELECT count(*), sum(length) FROM text_chunks t WHERE {visible}",
-        (OPEN,),
-    ).fetchone()
     conn.close()
-    terms = set(query_terms(query))
-    occurrences = [r for r in rows if r[1] in terms]
+    wanted = set(query_terms(query))
+    occurrences: list[tuple[int, str, int, int, str]] = []
+    total = 0
+    for rowid, chunk_id, name, text in rows:
+        terms = term_frequencies(name, text)
+        total += chunk_length(terms)
+        occurrences += [
+            (rowid, term, tf, chunk_length(terms), chunk_id)
+            for term, tf in terms.items()
+            if term in wanted
+        ]
+    n = len(rows)
     return [(cid, score) for _, cid, score in bm25_top(occurrences, n, total / n, k)]
 
 
@@ -101,16 +106,20 @@ def _as_of(hlc: int) -> SearchFilter:
     return SearchFilter(max_sensitivity_rank=0, as_of=hlc)
 
 
-def _row_and_terms(path: Path, chunk_id: str) -> tuple[int, list[tuple[str, int]]]:
+def _row_and_terms(path: Path, chunk_id: str) -> tuple[int, bytes, list[str]]:
+    """A chunk's row id, its packed terms and its postings (term ids), as stored."""
     conn = sqlite3.connect(path)
-    (rowid,) = conn.execute(
-        "SELECT rowid FROM text_chunks WHERE chunk_id = ?", (chunk_id,)
+    rowid, packed = conn.execute(
+        "SELECT rowid, term_freqs FROM text_chunks WHERE chunk_id = ?", (chunk_id,)
     ).fetchone()
-    terms = conn.execute(
-        "SELECT term, tf FROM chunk_terms WHERE doc = ? ORDER BY term", (rowid,)
-    ).fetchall()
+    posted = [
+        term
+        for (term,) in conn.execute(
+            "SELECT term FROM text_postings_rows WHERE doc = ? ORDER BY term", (rowid,)
+        )
+    ]
     conn.close()
-    return rowid, terms
+    return rowid, packed, posted
 
 
 KEEPER = CORPUS[3]
@@ -136,7 +145,7 @@ async def test_a_superseded_chunk_keeps_its_row_and_terms_and_reads_as_before(
     assert [(h.chunk_id, h.score) for h in past_after] == [
         (h.chunk_id, pytest.approx(h.score, rel=1e-12)) for h in past_before
     ]
-    # Closed in place: the same row, the same term rows (nothing analysed or written again).
+    # Closed in place: the same row, terms and postings (nothing analysed or written again).
     assert _row_and_terms(path, KEEPER.chunk_id) == row_before
     # The current statistics and the engine lost it exactly: the reference arithmetic again.
     expected = _reference(path, "harbour ships keeper", 10)

@@ -112,13 +112,10 @@ def store_contents(root: Path) -> dict[str, object]:
     sor = sqlite3.connect(root / "uda.sqlite3")
     chunk_ids = {r[0] for r in sor.execute("SELECT chunk_id FROM chunks")}
     text_ids = [r[0] for r in sor.execute("SELECT chunk_id FROM text_chunks")]
-    # Chunks with term rows (every chunk here has words), and no term rows without a chunk.
-    fts_rows = sor.execute(
-        "SELECT count(DISTINCT doc) FROM chunk_terms WHERE doc IN (SELECT rowid FROM text_chunks)"
-    ).fetchone()[0]
-    fts_rows -= sor.execute(
-        "SELECT count(*) FROM chunk_terms WHERE doc NOT IN (SELECT rowid FROM text_chunks)"
-    ).fetchone()[0]
+    # Chunks with postings (every chunk here has words), and no postings without a chunk.
+    posted = {doc for (doc,) in sor.execute("SELECT DISTINCT doc FROM text_postings_rows")}
+    rowids = {rowid for (rowid,) in sor.execute("SELECT rowid FROM text_chunks")}
+    fts_rows = len(posted & rowids) - len(posted - rowids)
     edges = {
         tuple(r) for r in sor.execute("SELECT source_id, relation, target_id, valid_to FROM edges")
     }

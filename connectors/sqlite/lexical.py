@@ -9,7 +9,8 @@ system of record shares.
 Searches of current chunks by clearance and type take the engine's path
 (`connectors.sqlite.lexical_engine`: Tantivy finds candidates, the store scores them
 exactly); `as_of` reads, value filters and an engine index that is behind take the
-exhaustive path, which gives the same scores (ADR 50). Every text write updates the engine's
+exhaustive path (`connectors.sqlite.lexical_exhaustive`: FTS5 postings, the same packed
+terms), which gives the same scores (ADR 50, ADR 60). Every text write updates the engine's
 indexes inside its transaction, which SQLite's write lock serialises across processes.
 """
 
@@ -26,9 +27,9 @@ from connectors.analyzer import query_terms
 from connectors.base import TextCapable
 from connectors.contract.records import OPEN, ChunkHit, ChunkRecord, SearchFilter
 from connectors.sql_filters import compile_filter
-from connectors.sqlite import lexical_engine, lexical_stats
+from connectors.sqlite import lexical_engine, lexical_exhaustive, lexical_stats, postings
 from connectors.sqlite import text as sqlite_text
-from connectors.sqlite.schema import TEXT_INDEX_DRIFT_SQL, VISIBLE_STATS_SQL
+from connectors.sqlite.schema import VISIBLE_STATS_SQL
 from connectors.tantivy import Label, LexicalIndexes
 
 T = TypeVar("T")
@@ -157,7 +158,7 @@ class SQLiteTextLeg(TextCapable):
 
     # -- lexical leg ------------------------------------------------------------------------
     async def upsert_text_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
-        """Insert or replace chunks and their terms, and the engine's documents."""
+        """Insert or replace chunks, their terms and postings, and the engine's documents."""
 
         def write() -> None:
             analysed = sqlite_text.analyse(self._reader(), chunks)
@@ -172,7 +173,7 @@ class SQLiteTextLeg(TextCapable):
         return dict(await self._select("SELECT chunk_id, valid_to FROM text_chunks"))
 
     async def delete_text_chunks(self, chunk_ids: Sequence[str]) -> None:
-        """Delete chunks by id (the trigger drops their term rows), and their documents."""
+        """Delete chunks by id, their postings and statistics, and the engine's documents."""
         if not chunk_ids:
             return
 
@@ -186,15 +187,15 @@ class SQLiteTextLeg(TextCapable):
     async def text_index_drift(self) -> int:
         """Entries of the term index, the statistics or the engine that disagree with chunks.
 
-        Term rows: chunks whose rows do not add up to their length, and orphaned rows;
+        Postings: chunks whose postings are not their packed terms, and orphaned ones;
         statistics: label rows that a recount contradicts; engine: see `_engine_drift`.
         """
-        terms = int((await self._select(TEXT_INDEX_DRIFT_SQL))[0][0])
+        terms = int((await self._select(postings.DRIFT_SQL))[0][0])
         stats = int((await self._select(lexical_stats.STATS_DRIFT_SQL))[0][0])
         return terms + stats + await self._engine_drift()
 
     async def rebuild_text_index(self) -> None:
-        """Recompute every chunk's terms and length, the statistics and the engine's indexes."""
+        """Recompute every chunk's terms, length and postings, the statistics and the engine."""
 
         def write() -> None:
             with self._transaction() as conn:
@@ -237,7 +238,9 @@ class SQLiteTextLeg(TextCapable):
                 n_docs, avg_len = self._visible_stats(conn, where, params)
                 if not n_docs:
                     return []
-                best = sqlite_text.best_chunks(conn, terms, where, params, n_docs, avg_len, k)
+                best = lexical_exhaustive.best_chunks(
+                    conn, terms, where, params, n_docs, avg_len, k
+                )
             return [
                 ChunkHit(chunk_id=c, element_id=e, version=v, text=t, score=score)
                 for c, e, v, t, score in best

@@ -12,7 +12,7 @@
 Nothing a caller may not see enters any step: the statistics are summed over visible labels,
 each searched index holds one visible label only. A chunk the engine ranks just outside the
 pool but the exact score would put inside `k` is the one way the answer can differ from the
-exhaustive path (`connectors.sqlite.text.best_chunks`); ADR 50 gives how often.
+exhaustive path (`connectors.sqlite.lexical_exhaustive`); ADR 50 gives how often.
 """
 
 from __future__ import annotations

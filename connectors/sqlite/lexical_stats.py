@@ -11,42 +11,37 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from connectors.contract.records import OPEN, SearchFilter
 from connectors.tantivy import Label
 
 _LABEL_KEY = "t.sensitivity_rank, t.scope IS NOT NULL, coalesce(t.scope, ''), t.element_type"
-_CURRENT_IN = f"t.chunk_id IN (SELECT value FROM json_each(?)) AND t.valid_to = {OPEN}"  # noqa: S608
 
-# `?` first: +1 to add the chunks (after they are written), -1 to take them away (before
-# they are deleted); then the chunk ids as JSON. `WHERE` keeps the upsert unambiguous.
-_DF_DELTA = f"""
-INSERT INTO lexical_df (term, sensitivity_rank, scoped, scope, element_type, chunks)
-SELECT c.term, {_LABEL_KEY}, ? * count(*)
-FROM text_chunks t JOIN chunk_terms c ON c.doc = t.rowid
-WHERE {_CURRENT_IN}
-GROUP BY c.term, 2, 3, 4, 5
+# Deltas: each `(term id, rank, scoped, scope, type, +/- chunks)`, summed over a write first.
+_DF_DELTA = """
+INSERT INTO lexical_term_df (term_id, sensitivity_rank, scoped, scope, element_type, chunks)
+VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT DO UPDATE SET chunks = chunks + excluded.chunks
-"""  # noqa: S608 - fixed fragments only
-_LABEL_DELTA = f"""
+"""
+_LABEL_DELTA = """
 INSERT INTO lexical_labels
     (sensitivity_rank, scoped, scope, element_type, chunks, total_length)
-SELECT {_LABEL_KEY}, ? * count(*), ? * sum(t.length)
-FROM text_chunks t
-WHERE {_CURRENT_IN}
-GROUP BY 1, 2, 3, 4
+VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT DO UPDATE SET chunks = chunks + excluded.chunks,
     total_length = total_length + excluded.total_length
-"""  # noqa: S608 - fixed fragments only
+"""
+# From the postings (`connectors.sqlite.postings`): one row per (term, chunk), in C.
 _REBUILD = (
-    "DELETE FROM lexical_df",
+    "DELETE FROM lexical_term_df",
     "DELETE FROM lexical_labels",
-    f"""INSERT INTO lexical_df (term, sensitivity_rank, scoped, scope, element_type, chunks)
-    SELECT c.term, {_LABEL_KEY}, count(*)
-    FROM text_chunks t JOIN chunk_terms c ON c.doc = t.rowid
-    WHERE t.valid_to = {OPEN} GROUP BY c.term, 2, 3, 4, 5""",  # noqa: S608
+    f"""INSERT INTO lexical_term_df
+        (term_id, sensitivity_rank, scoped, scope, element_type, chunks)
+    SELECT CAST(p.term AS INTEGER), {_LABEL_KEY}, count(*)
+    FROM text_postings_rows p JOIN text_chunks t ON t.rowid = p.doc
+    WHERE t.valid_to = {OPEN} GROUP BY 1, 2, 3, 4, 5""",  # noqa: S608
     f"""INSERT INTO lexical_labels
         (sensitivity_rank, scoped, scope, element_type, chunks, total_length)
     SELECT {_LABEL_KEY}, count(*), sum(t.length)
@@ -73,19 +68,52 @@ _LABELS = (
     "FROM lexical_labels WHERE chunks > 0"
 )
 _DF = """
-SELECT d.term, l.id, d.sensitivity_rank, d.scoped, d.scope, d.element_type, d.chunks
-FROM lexical_df d JOIN lexicon l ON l.term = d.term
-WHERE d.term IN (SELECT value FROM json_each(?)) AND d.chunks > 0
+SELECT l.term, l.id, d.sensitivity_rank, d.scoped, d.scope, d.element_type, d.chunks
+FROM lexicon l JOIN lexical_term_df d ON d.term_id = l.id
+WHERE l.term IN (SELECT value FROM json_each(?)) AND d.chunks > 0
 """
 
 
-def change(conn: sqlite3.Connection, chunk_ids: Sequence[str], sign: int) -> None:
-    """Add (`sign` 1) or take away (-1) these chunks' statistics, if they are current."""
-    if not chunk_ids:
-        return
-    ids = json.dumps(list(chunk_ids))
-    conn.execute(_DF_DELTA, (sign, ids))
-    conn.execute(_LABEL_DELTA, (sign, sign, ids))
+LabelKey = tuple[int, int, str, str]
+"""A chunk's (sensitivity rank, scoped, scope or '', element type): a statistics row's key."""
+
+
+def label_key(rank: int, scope: str | None, element_type: str) -> LabelKey:
+    """The statistics key of a chunk with this clearance label and type."""
+    return (int(rank), int(scope is not None), scope or "", element_type)
+
+
+class Delta:
+    """The statistics a write changes, summed over its chunks before one upsert each.
+
+    A chunk written again under the same label takes away and adds back its terms: those
+    sum to nothing and are not written at all.
+    """
+
+    def __init__(self) -> None:
+        self._df: dict[LabelKey, Counter[int]] = {}
+        self._labels: dict[LabelKey, tuple[int, int]] = {}
+
+    def change(self, key: LabelKey, term_ids: Iterable[int], length: int, sign: int) -> None:
+        """Add (`sign` 1) or take away (-1) one current chunk's terms and length."""
+        counts = self._df.get(key)
+        if counts is None:
+            counts = self._df[key] = Counter()
+        if sign > 0:
+            counts.update(term_ids)
+        else:
+            counts.subtract(term_ids)
+        chunks, total = self._labels.get(key, (0, 0))
+        self._labels[key] = (chunks + sign, total + sign * length)
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        """Apply the summed changes (inside the write's transaction)."""
+        rows = [(t, *key, n) for key, counts in self._df.items() for t, n in counts.items() if n]
+        conn.executemany(_DF_DELTA, sorted(rows))  # in key order: B-tree pages in turn
+        conn.executemany(
+            _LABEL_DELTA,
+            [(*key, n, total) for key, (n, total) in self._labels.items() if n or total],
+        )
 
 
 def rebuild(conn: sqlite3.Connection) -> None:

@@ -1,34 +1,30 @@
-"""Each chunk's term frequencies packed in one BLOB, for scoring a few hundred candidates.
+"""Each chunk's term frequencies packed in one BLOB: the text store's forward index.
 
-The engine path scores its candidates exactly (ADR 50). Reading their frequencies from
-`chunk_terms` is one B-tree probe per (candidate, query term): about 2 µs each, 5 ms for 200
-candidates and a 12-word question. A chunk's terms as one BLOB of `(term id, tf)` pairs,
-the ids from `lexicon`, are one row-id lookup per candidate, and numpy picks the query
-terms out of all of them at once.
+Every row of `text_chunks` keeps its terms as one BLOB of `(term id, tf)` pairs, the ids from
+`lexicon`. Both lexical paths score from them (ADR 50, ADR 60): the engine's few hundred
+candidates, and the exhaustive path's rows that FTS5 finds (`connectors.sqlite.postings`);
+numpy picks the query terms out of all of them at once. A write also takes a replaced row's
+postings and statistics back from its BLOB, so nothing else has to remember its terms.
 
-The pairs are little-endian uint32, sorted by term id. A write packs them from the
-analyser's counts it already has; a migration or rebuild from `chunk_terms`, which the
-exhaustive path and the statistics still read.
+The pairs are little-endian uint32, sorted by term id.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 PAIR = np.dtype("<u4")
+_PAIR_BYTES = 2 * PAIR.itemsize
 
 _ADD_TERMS = "INSERT OR IGNORE INTO lexicon (term) SELECT value FROM json_each(?)"
 _TERM_IDS = "SELECT term, id FROM lexicon WHERE term IN (SELECT value FROM json_each(?))"
-_ALL_PAIRS = """
-SELECT c.doc, l.id, c.tf FROM chunk_terms c JOIN lexicon l ON l.term = c.term
-ORDER BY c.doc, l.id
-"""
-_SET = "UPDATE text_chunks SET term_freqs = ? WHERE rowid = ?"
 
 
 def ensure_column(conn: sqlite3.Connection) -> bool:
@@ -40,45 +36,82 @@ def ensure_column(conn: sqlite3.Connection) -> bool:
     return True
 
 
-def store(conn: sqlite3.Connection, chunks: Mapping[int, Mapping[str, int]]) -> None:
-    """Pack the term frequencies of these chunk rows (row id -> the analyser's terms)."""
-    if not chunks:
-        return
-    terms = json.dumps(sorted({term for counts in chunks.values() for term in counts}))
-    conn.execute(_ADD_TERMS, (terms,))
-    ids: dict[str, int] = dict(conn.execute(_TERM_IDS, (terms,)))
-    conn.executemany(
-        _SET,
-        [
-            (_pack(sorted((ids[term], tf) for term, tf in counts.items())), doc)
-            for doc, counts in chunks.items()
-        ],
-    )
+def term_ids(conn: sqlite3.Connection, terms: Collection[str]) -> dict[str, int]:
+    """Each term's lexicon id, adding the terms the lexicon lacks (inside a write)."""
+    if not terms:
+        return {}
+    listed = json.dumps(sorted(terms))
+    conn.execute(_ADD_TERMS, (listed,))
+    return dict(conn.execute(_TERM_IDS, (listed,)))
 
 
-def store_all(conn: sqlite3.Connection) -> None:
-    """Pack every row's term frequencies from `chunk_terms` (a migration, a rebuild)."""
-    conn.execute("INSERT OR IGNORE INTO lexicon (term) SELECT DISTINCT term FROM chunk_terms")
-    packed: list[tuple[bytes, int]] = []
-    last = -1
-    pairs: list[tuple[int, int]] = []
-    for doc, term_id, tf in conn.execute(_ALL_PAIRS):
-        if doc != last:
-            if last >= 0:
-                packed.append((_pack(pairs), last))
-            last, pairs = doc, []
-        pairs.append((term_id, tf))
-        if len(packed) >= 10_000:  # a store's rows do not fit in memory at once
-            conn.executemany(_SET, packed)
-            packed = []
-    if last >= 0:
-        packed.append((_pack(pairs), last))
-    conn.executemany(_SET, packed)
+def known_term_ids(conn: sqlite3.Connection, terms: Collection[str]) -> list[int]:
+    """The lexicon ids of those of these terms that some chunk ever held (a read)."""
+    if not terms:
+        return []
+    return [tid for _, tid in conn.execute(_TERM_IDS, (json.dumps(sorted(terms)),))]
 
 
-def _pack(pairs: Sequence[tuple[int, int]]) -> bytes:
-    """(term id, tf) pairs, sorted by id, as little-endian uint32s."""
-    return np.asarray(pairs, dtype=PAIR).tobytes()
+def pack(counts: Mapping[str, int], ids: Mapping[str, int]) -> bytes:
+    """The analyser's counts as sorted `(term id, tf)` pairs, little-endian uint32s."""
+    n = len(counts)
+    term_ids = np.fromiter(map(ids.__getitem__, counts), dtype=PAIR, count=n)
+    order = np.argsort(term_ids)
+    pairs = np.empty((n, 2), dtype=PAIR)
+    pairs[:, 0] = term_ids[order]
+    pairs[:, 1] = np.fromiter(counts.values(), dtype=PAIR, count=n)[order]
+    return pairs.tobytes()
+
+
+def unpack(packed: bytes | None) -> npt.NDArray[np.uint32]:
+    """The `(term id, tf)` pairs of one BLOB, as an array of shape (n, 2)."""
+    return np.frombuffer(packed or b"", dtype=PAIR).reshape(-1, 2)
+
+
+def ids_of(packed: bytes | None) -> list[int]:
+    """The term ids of one BLOB, in order."""
+    return unpack(packed)[:, 0].tolist()
+
+
+@dataclass(frozen=True)
+class _Hits:
+    """The pairs of many chunks that hold a wanted term: whose, which term, how often."""
+
+    doc: npt.NDArray[np.int64]  # the chunk's position among those packed
+    term: npt.NDArray[np.int64]  # the term's position among the wanted ids
+    tf: npt.NDArray[np.float64]
+
+
+def _hits(packed: bytes, sizes: Sequence[int], wanted: npt.NDArray[np.int64]) -> _Hits:
+    counts = np.asarray(sizes, dtype=np.int64) // _PAIR_BYTES
+    pairs = np.frombuffer(packed, dtype=PAIR).reshape(-1, 2)
+    if len(pairs) != int(counts.sum()):
+        raise ValueError(f"packed term frequencies: {len(pairs)} pairs, sizes say {counts.sum()}")
+    owner = np.repeat(np.arange(len(sizes)), counts)
+    # Each id's position among the wanted (-1: not wanted), looked up by id: one gather,
+    # where `np.isin` sorts every pair (ids past the largest wanted share its last slot).
+    position = np.full(int(wanted[-1]) + 2, -1, dtype=np.int64)
+    position[wanted] = np.arange(len(wanted))
+    term = position[np.minimum(pairs[:, 0], len(position) - 1)]
+    hit = term >= 0
+    return _Hits(doc=owner[hit], term=term[hit], tf=pairs[hit, 1].astype(np.float64))
+
+
+def _bm25(
+    hits: _Hits,
+    idf: npt.NDArray[np.float64],
+    n_chunks: int,
+    lengths: npt.NDArray[np.float64],
+    k1: float,
+    b: float,
+    average_length: float,
+) -> npt.NDArray[np.float64]:
+    norm = hits.tf + k1 * (1 - b + b * lengths[hits.doc] / average_length)
+    contribution = idf[hits.term] * hits.tf * (k1 + 1) / norm
+    summed: npt.NDArray[np.float64] = np.bincount(
+        hits.doc, weights=contribution, minlength=n_chunks
+    ).astype(np.float64, copy=False)
+    return summed
 
 
 def scores(
@@ -95,20 +128,35 @@ def scores(
     `packed` is the chunks' BLOBs one after the other, `sizes` their sizes in bytes (as one
     statement reads them: `CANDIDATES_SQL` in `connectors.sqlite.lexical_engine`).
     """
-    out = np.zeros(len(sizes), dtype=np.float64)
     if not sizes or not weights:
-        return out
-    counts = np.asarray(sizes, dtype=np.int64) // PAIR.itemsize // 2
-    pairs = np.frombuffer(packed, dtype=PAIR).reshape(-1, 2)
-    if len(pairs) != int(counts.sum()):
-        raise ValueError(f"packed term frequencies: {len(pairs)} pairs, sizes say {counts.sum()}")
-    owner = np.repeat(np.arange(len(sizes)), counts)
+        return np.zeros(len(sizes), dtype=np.float64)
     wanted = np.fromiter(sorted(weights), dtype=np.int64)
     idf = np.fromiter((weights[int(t)] for t in wanted), dtype=np.float64)
-    hit = np.isin(pairs[:, 0], wanted)
-    tf = pairs[hit, 1].astype(np.float64)
-    doc = owner[hit]
-    term_idf = idf[np.searchsorted(wanted, pairs[hit, 0])]
-    norm = tf + k1 * (1 - b + b * lengths[doc] / average_length)
-    out += np.bincount(doc, weights=term_idf * tf * (k1 + 1) / norm, minlength=len(sizes))
-    return out
+    hits = _hits(packed, sizes, wanted)
+    return _bm25(hits, idf, len(sizes), lengths, k1, b, average_length)
+
+
+def scores_counting_frequencies(
+    packed: bytes,
+    sizes: Sequence[int],
+    lengths: npt.NDArray[np.float64],
+    term_ids: Collection[int],
+    n_docs: int,
+    k1: float,
+    b: float,
+    average_length: float,
+) -> npt.NDArray[np.float64]:
+    """BM25 of each packed chunk, each term's document frequency counted among these chunks.
+
+    The exhaustive path's arithmetic: the chunks are every visible chunk that holds a query
+    term, so a term's document frequency is the number of them that hold it (and `n_docs`
+    the visible count). Lucene's idf, as `connectors.bm25.bm25_top`.
+    """
+    if not sizes or not term_ids:
+        return np.zeros(len(sizes), dtype=np.float64)
+    wanted = np.fromiter(sorted(set(term_ids)), dtype=np.int64)
+    hits = _hits(packed, sizes, wanted)
+    df = np.bincount(hits.term, minlength=len(wanted)).tolist()
+    # `math.log`, as the engine path and `bm25_top`: the same idf to the last bit.
+    idf = np.fromiter((math.log(1 + (n_docs - d + 0.5) / (d + 0.5)) for d in df), dtype=np.float64)
+    return _bm25(hits, idf, len(sizes), lengths, k1, b, average_length)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from connectors.analyzer import WORD_TERM_SQL
 from connectors.contract.records import OPEN
 from connectors.contract.system_of_record import (
     CHUNK_COLUMNS,
@@ -14,9 +13,11 @@ from connectors.contract.system_of_record import (
     column_list,
     insert_sql,
 )
-from connectors.sqlite.json_rows import exact_real, json_array_rows
+from connectors.sqlite.json_rows import json_array_rows
+from connectors.sqlite.postings import SCHEMA as POSTINGS_SCHEMA
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS states (
     element_id TEXT NOT NULL,
     version INTEGER NOT NULL,
@@ -102,20 +103,8 @@ CREATE TABLE IF NOT EXISTS text_chunks (
     name TEXT NOT NULL,
     text TEXT NOT NULL,
     length INTEGER NOT NULL,
-    term_freqs BLOB  -- (term id, tf) pairs of current chunks (connectors/sqlite/packed_terms.py)
+    term_freqs BLOB  -- (term id, tf) pairs (connectors/sqlite/packed_terms.py)
 );
--- The lexical index: one row per (term, chunk) with the term's frequency; the terms come
--- from connectors/analyzer.py, the same on every backend.
-CREATE TABLE IF NOT EXISTS chunk_terms (
-    term TEXT NOT NULL,
-    doc INTEGER NOT NULL,
-    tf INTEGER NOT NULL,
-    PRIMARY KEY (term, doc)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS chunk_terms_doc ON chunk_terms (doc);
-CREATE TRIGGER IF NOT EXISTS text_chunks_terms_ad AFTER DELETE ON text_chunks BEGIN
-    DELETE FROM chunk_terms WHERE doc = old.rowid;
-END;
 -- The statistics of a caller's BM25, for the current chunks of each clearance label and type
 -- (docs/adr/0050-lexical-leg-on-tantivy.md): a caller's are the sums over what it may see.
 -- `scoped` 0 is a chunk without a scope ('' then); kept in the write that changes the chunks.
@@ -129,61 +118,35 @@ CREATE TABLE IF NOT EXISTS lexical_labels (
     total_length INTEGER NOT NULL,
     PRIMARY KEY (sensitivity_rank, scoped, scope, element_type)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS lexical_df (
-    term TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS lexical_term_df (
+    term_id INTEGER NOT NULL,
     sensitivity_rank INTEGER NOT NULL,
     scoped INTEGER NOT NULL,
     scope TEXT NOT NULL,
     element_type TEXT NOT NULL,
     chunks INTEGER NOT NULL,
-    PRIMARY KEY (term, sensitivity_rank, scoped, scope, element_type)
+    PRIMARY KEY (term_id, sensitivity_rank, scoped, scope, element_type)
 ) WITHOUT ROWID;
 """
+    + POSTINGS_SCHEMA
+)
 
-# Stores made before the shared analyzer kept an FTS5 index; it goes, and the terms are rebuilt.
-LEGACY_FTS = (
+# Older lexical indexes of the text store, dropped when it is rebuilt on open: the FTS5 index
+# of releases before the shared analyzer, then one row per (term, chunk) (before ADR 60).
+LEGACY_TEXT_INDEXES = (
     "DROP TRIGGER IF EXISTS text_chunks_ai",
     "DROP TRIGGER IF EXISTS text_chunks_ad",
     "DROP TABLE IF EXISTS text_vocab",
     "DROP TABLE IF EXISTS text_fts",
+    "DROP TRIGGER IF EXISTS text_chunks_terms_ad",
+    "DROP TABLE IF EXISTS chunk_terms",
+    "DROP TABLE IF EXISTS lexical_df",
 )
 
 # BM25 (Lucene's idf) with the statistics of the chunks the caller may see, not of the whole
 # index: FTS5's own bm25() counts hidden chunks in idf and average length, so adding a hidden
 # document would move a caller's scores (docs/adr/0005-lexical-statistics-per-caller.md).
 VISIBLE_STATS_SQL = "SELECT count(*), avg(length) FROM text_chunks t WHERE {where}"
-# Scored inside SQLite: the statement runs without the GIL, beside the vector leg's query,
-# and returns the `k` best instead of every occurrence of every term (1,400 at 100k chunks),
-# as one JSON array (`connectors.sqlite.json_rows`; the caller puts them back in order).
-# Parameters in order: the terms (JSON), the filter's, the visible count, the visible
-# average length, `k`. `ln` runs once per term; the formula and tie order are
-# `connectors.bm25.bm25_top`'s, which is the reference the tests hold this to.
-BM25_ROWS = json_array_rows(
-    f"best.chunk_id, t.element_id, t.version, t.text, {exact_real('best.score')}"
-)
-BM25_SQL = """
-WITH terms(term) AS (SELECT DISTINCT value FROM json_each(?)),
-occ AS MATERIALIZED (
-    SELECT c.doc, c.term, c.tf, t.length, t.chunk_id
-    FROM terms JOIN chunk_terms c ON c.term = terms.term
-    JOIN text_chunks t ON t.rowid = c.doc
-    WHERE {where}
-),
-idf AS MATERIALIZED (
-    SELECT term, ln(1 + (? - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM occ GROUP BY term
-),
-best AS MATERIALIZED (
-    SELECT occ.doc, max(occ.chunk_id) AS chunk_id,
-           sum(idf.idf * occ.tf * ({k1} + 1)
-               / (occ.tf + {k1} * (1 - {b} + {b} * occ.length / ?))) AS score
-    FROM occ JOIN idf ON idf.term = occ.term
-    GROUP BY occ.doc
-    ORDER BY score DESC, chunk_id
-    LIMIT ?
-)
-SELECT {rows}
-FROM best JOIN text_chunks t ON t.rowid = best.doc
-"""
 
 LIVE_EDGES_SQL = """
 SELECT source_id, relation, target_id, valid_from, valid_to FROM edges
@@ -200,18 +163,6 @@ JOIN states s ON s.element_id = c.element_id AND s.version = c.version
 EXPECTED_EDGES_SQL = "SELECT source_id, relation, target_id, valid_from, valid_to FROM edges"
 LATEST_VERSIONS_SQL = "SELECT element_id, max(version) FROM states GROUP BY element_id"
 PENDING_COUNTS_SQL = "SELECT store, count(*) FROM outbox GROUP BY store"
-# A chunk whose term rows do not add up to its length lost (or gained) index entries; term
-# rows without a chunk would lend their terms to whichever chunk reuses the rowid.
-# (Joined identifiers are term rows outside the length, connectors.analyzer.chunk_length.)
-TEXT_INDEX_DRIFT_SQL = f"""
-SELECT (SELECT count(*) FROM text_chunks t
-        WHERE t.length <> coalesce((SELECT sum(c.tf) FROM chunk_terms c
-                                    WHERE c.doc = t.rowid AND {WORD_TERM_SQL}), 0))
-     + (SELECT count(*) FROM chunk_terms c
-        WHERE NOT EXISTS (SELECT 1 FROM text_chunks t WHERE t.rowid = c.doc))
-"""  # noqa: S608 - fixed fragments only
-
-
 # The system of record's rows, spelled from connectors/contract/system_of_record.py.
 INSERT_STATE_SQL = insert_sql("states", STATE_COLUMNS, "?")
 INSERT_CHUNK_SQL = insert_sql("chunks", CHUNK_COLUMNS, "?", verb="INSERT OR REPLACE")
