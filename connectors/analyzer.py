@@ -65,6 +65,30 @@ def _words(text: str) -> list[str]:
     ]
 
 
+# Each lower-cased word seen, with its term (None: a stopword or an over-long run). A corpus
+# repeats its words: one lookup a word replaces the stopword test and the stemmer's call,
+# a third of a chunk's analysis. Filled up to a bound, never emptied (a reader never misses a
+# word it just learned); words past the bound are analysed each time.
+_WORD_TERMS: dict[str, str | None] = {}
+_WORD_TERMS_MAX = 1_000_000
+
+
+def _word_terms(text: str) -> list[str]:
+    """The word terms of `text`, in order: `_stem_words(_words(text))`, through the cache."""
+    words = _WORD.findall(text.lower())
+    known = _WORD_TERMS
+    unknown = {w for w in words if w not in known}
+    if not unknown:
+        return [term for term in map(known.__getitem__, words) if term is not None]
+    kept = [w for w in unknown if w not in STOPWORDS and len(w) <= MAX_TERM_CHARS]
+    learned: dict[str, str | None] = dict.fromkeys(unknown)
+    learned.update(zip(kept, _stem_words(kept), strict=True))
+    if len(known) < _WORD_TERMS_MAX:
+        known.update(learned)
+    terms = (learned[w] if w in learned else known[w] for w in words)
+    return [term for term in terms if term is not None]
+
+
 # A match starts only where a run of letters and digits does, and a run is never given back:
 # tried at every position of every word, with backtracking, it cost an ingest more than the
 # rest of the analysis (0.11 ms of 0.27 ms a 1,000-character chunk; 0.05 ms now), for the
@@ -75,10 +99,17 @@ _THREE_DIGITS = re.compile(r"[0-9]{3}")
 
 
 def _joined(text: str) -> list[str]:
-    """The joined identifiers of `text`, lower-cased (never stemmed: they are names)."""
+    """The joined identifiers of `text`, lower-cased (never stemmed: they are names).
+
+    Only the whitespace-separated words that hold a `-` or a `.` are searched: a match holds
+    neither whitespace nor, at its edges, what could extend it, so it is the same match in
+    its word as in the text (a third of the time of searching the whole text).
+    """
     return [
         token.lower()
-        for token in _JOINED.findall(text)
+        for word in text.split()
+        if "-" in word or "." in word
+        for token in _JOINED.findall(word)
         if len(token) <= MAX_TERM_CHARS and _LETTER.search(token) and _THREE_DIGITS.search(token)
     ]
 
@@ -102,12 +133,11 @@ WORD_TERM_SQL = "term NOT LIKE '%-%' AND term NOT LIKE '%.%'"  # SQLite and Post
 
 def term_frequencies(*texts: str) -> Counter[str]:
     """Each term of the texts (a chunk's name and text) with its number of occurrences."""
-    words: list[str] = []
-    joined: list[str] = []
+    terms: Counter[str] = Counter()
     for text in texts:
-        words += _words(text)
-        joined += _joined(text)
-    return Counter(_stem_words(words) + joined)
+        terms.update(_word_terms(text))
+        terms.update(_joined(text))
+    return terms
 
 
 def query_terms(query: str) -> list[str]:

@@ -70,6 +70,29 @@ def test_joined_candidates_are_those_of_the_plain_pattern(text: str) -> None:
     assert found == _JOINED_AS_SPECIFIED.findall(text)
 
 
+@given(st.text(alphabet="aZ09-._ é\n\t\u00a0", max_size=60))
+def test_joined_identifiers_are_searched_word_by_word_as_in_the_whole_text(text: str) -> None:
+    whole = [
+        token.lower()
+        for token in _JOINED_AS_SPECIFIED.findall(text)
+        if len(token) <= MAX_TERM_CHARS
+        and re.search("[A-Za-z]", token)
+        and re.search("[0-9]{3}", token)
+    ]
+    assert analyzer._joined(text) == whole  # pyright: ignore[reportPrivateUsage]
+
+
+_WORDS = st.sampled_from(["Running", "runs", "the", "Über", "x" * 70, "harbour", "KEP-5100"])
+
+
+@given(st.lists(st.lists(_WORDS, max_size=12).map(" ".join), min_size=1, max_size=5))
+def test_word_terms_through_the_cache_are_the_stemmed_words(texts: list[str]) -> None:
+    """Words met for the first time, again, and both in one text: the same terms in order."""
+    for text in texts:
+        expected = analyzer._stem_words(analyzer._words(text))  # pyright: ignore[reportPrivateUsage]
+        assert analyzer._word_terms(text) == expected  # pyright: ignore[reportPrivateUsage]
+
+
 def test_overlong_runs_are_not_terms() -> None:
     blob = "x" * (MAX_TERM_CHARS + 1)
     assert term_frequencies(f"{blob} harbour") == {"harbour": 1}

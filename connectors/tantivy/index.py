@@ -314,8 +314,9 @@ def _document(chunk: IndexedChunk) -> tantivy.Document:
     document = tantivy.Document()
     document.add_integer("rid", chunk.rid)
     document.add_text("element_type", chunk.element_type)
-    occurrences = (term for term, count in chunk.terms.items() for _ in range(count))
-    document.add_text("terms", " ".join(occurrences))
+    # Each occurrence followed by a space, repeated by `str`'s `*` (the whitespace tokenizer
+    # ignores the last one): a third of the time of joining one string per occurrence.
+    document.add_text("terms", "".join([f"{term} " * count for term, count in chunk.terms.items()]))
     return document
 
 
