@@ -271,8 +271,10 @@ async def test_value_filters_and_as_of_take_the_exhaustive_path(store: SQLiteCon
     assert {h.element_id for h in await store.text_search("glacier", 5, past)} == {"a", "b", "c"}
 
 
-async def test_a_store_made_before_the_engine_is_brought_up_when_opened(tmp_path: Path) -> None:
-    """No statistics, no postings, no indexes: opening builds them, and answers the same."""
+async def test_a_store_made_before_the_engine_is_brought_up_when_opened(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No statistics, no postings, no indexes: opening builds them, says so, answers the same."""
     path = tmp_path / "old.sqlite3"
     store = SQLiteConnector(path)
     await store.connect()
@@ -310,7 +312,11 @@ async def test_a_store_made_before_the_engine_is_brought_up_when_opened(tmp_path
         conn.execute("DROP TABLE lexicon")
     store._lexical.destroy()
     reopened = SQLiteConnector(path)
-    await reopened.connect()
+    with caplog.at_level("WARNING", logger="connectors.sqlite.text"):
+        await reopened.connect()
+    assert [r.getMessage() for r in caplog.records if r.name == "connectors.sqlite.text"] == [
+        "re-indexing the text of 60 chunks once (an older format)"
+    ]
     try:
         assert await reopened.text_index_drift() == 0
         with reopened._snapshot() as conn:

@@ -1,7 +1,7 @@
 """The SQLite text leg's fast path: candidates from Tantivy, exact BM25 from the store.
 
 1. The caller's statistics (visible count, average length, each term's document frequency)
-   are sums of a few rows of `lexical_labels` and `lexical_df` (`lexical_stats`).
+   are sums of a few rows of `lexical_labels` and `lexical_term_df` (`lexical_stats`).
 2. The labels the caller may see are searched by the engine (`connectors.tantivy`), each
    term weighted by the caller's idf, for a pool of candidates larger than `k`.
 3. The candidates that pass the filter (checked again) are read in one statement with their

@@ -11,6 +11,7 @@ The searches are `lexical_engine` and `lexical_exhaustive`.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,6 +29,7 @@ from connectors.sqlite.schema import LEGACY_TEXT_INDEXES
 from connectors.tantivy import Label
 from connectors.tantivy.index import IndexedChunk
 
+log = logging.getLogger(__name__)
 _INSERT_CHUNK = insert_sql(
     "text_chunks", (*DERIVED_CHUNK_COLUMNS, "name", "text", "length", "term_freqs"), "?"
 )
@@ -343,6 +345,9 @@ def upgrade(conn: sqlite3.Connection) -> None:
         if current:
             rebuild_statistics(conn)
         else:
+            chunks = conn.execute("SELECT count(*) FROM text_chunks").fetchone()[0]
+            if chunks:  # minutes for a large store: say why opening it waits
+                log.warning("re-indexing the text of %d chunks once (an older format)", chunks)
             for statement in LEGACY_TEXT_INDEXES:  # one by one: executescript would commit
                 conn.execute(statement)
             rebuild_terms(conn)
