@@ -14,6 +14,8 @@ from connectors.analyzer import chunk_length, query_terms, term_frequencies
 from connectors.bm25 import bm25_top
 from connectors.conformance.data import chunk
 from connectors.contract.records import OPEN, ChunkRecord, SearchFilter
+from connectors.sql_filters import compile_filter
+from connectors.sqlite import lexical_exhaustive
 from connectors.sqlite import text as sqlite_text
 from connectors.sqlite.connector import SQLiteConnector
 
@@ -69,7 +71,10 @@ def _reference(path: Path, query: str, k: int) -> list[tuple[str, float]]:
     return [(cid, score) for _, cid, score in bm25_top(occurrences, n, total / n, k)]
 
 
-@pytest.mark.parametrize("query", ["Harbour ships!", "glacier summer", "harbour harbour keeper"])
+QUERIES = ["Harbour ships!", "glacier summer", "harbour harbour keeper"]
+
+
+@pytest.mark.parametrize("query", QUERIES)
 async def test_scores_and_order_are_the_reference_arithmetic(tmp_path: Path, query: str) -> None:
     store = SQLiteConnector(tmp_path / "uda.sqlite3")
     await store.connect()
@@ -85,6 +90,32 @@ async def test_scores_and_order_are_the_reference_arithmetic(tmp_path: Path, que
     ]
     assert "secret@1#0" not in [h.chunk_id for h in hits]
     assert "old@1#0" not in [h.chunk_id for h in hits]
+
+
+@pytest.mark.parametrize("page_rows", [20_000, 2], ids=["one page", "pages of 2"])
+@pytest.mark.parametrize("query", QUERIES)
+async def test_the_exhaustive_path_is_the_reference_arithmetic_page_by_page(
+    tmp_path: Path, query: str, page_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read in one page or in many (hidden and closed chunks among them), the same answer."""
+    monkeypatch.setattr(lexical_exhaustive, "_PAGE_ROWS", page_rows)
+    store = SQLiteConnector(tmp_path / "uda.sqlite3")
+    await store.connect()
+    try:
+        await store.upsert_text_chunks(CORPUS)
+        where, params = compile_filter(PUBLIC, table="t")
+        with store._snapshot() as conn:  # pyright: ignore[reportPrivateUsage]
+            n_docs, average = store._visible_stats(conn, where, params)  # pyright: ignore[reportPrivateUsage]
+            best = lexical_exhaustive.best_chunks(
+                conn, query_terms(query), where, params, n_docs, average, 3
+            )
+    finally:
+        await store.close()
+    expected = _reference(tmp_path / "uda.sqlite3", query, 3)
+    assert [(c, score) for c, _, _, _, score in best] == [
+        (cid, pytest.approx(score, rel=1e-12)) for cid, score in expected
+    ]
+    assert all(text for _, _, _, text, _ in best)
 
 
 async def test_k_cuts_after_the_tie_order(tmp_path: Path) -> None:

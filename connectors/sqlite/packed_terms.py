@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,27 +136,50 @@ def scores(
     return _bm25(hits, idf, len(sizes), lengths, k1, b, average_length)
 
 
+@dataclass(frozen=True)
+class Page:
+    """Packed chunks read together: their BLOBs one after the other, sizes and lengths."""
+
+    packed: bytes
+    sizes: Sequence[int]
+    lengths: Sequence[float]
+
+
 def scores_counting_frequencies(
-    packed: bytes,
-    sizes: Sequence[int],
-    lengths: npt.NDArray[np.float64],
+    pages: Iterable[Page],
     term_ids: Collection[int],
     n_docs: int,
     k1: float,
     b: float,
     average_length: float,
 ) -> npt.NDArray[np.float64]:
-    """BM25 of each packed chunk, each term's document frequency counted among these chunks.
+    """BM25 of every packed chunk, each term's document frequency counted among them.
 
     The exhaustive path's arithmetic: the chunks are every visible chunk that holds a query
     term, so a term's document frequency is the number of them that hold it (and `n_docs`
-    the visible count). Lucene's idf, as `connectors.bm25.bm25_top`.
+    the visible count). Lucene's idf, as `connectors.bm25.bm25_top`. The chunks come in
+    pages, each one's BLOBs dropped once its query terms are picked out; the scores are in
+    the order of the pages' chunks.
     """
-    if not sizes or not term_ids:
-        return np.zeros(len(sizes), dtype=np.float64)
     wanted = np.fromiter(sorted(set(term_ids)), dtype=np.int64)
-    hits = _hits(packed, sizes, wanted)
-    df = np.bincount(hits.term, minlength=len(wanted)).tolist()
+    found: list[_Hits] = []
+    lengths: list[npt.NDArray[np.float64]] = []
+    n_chunks = 0
+    for page in pages:
+        if not wanted.size or not page.sizes:
+            continue
+        hits = _hits(page.packed, page.sizes, wanted)
+        found.append(_Hits(doc=hits.doc + n_chunks, term=hits.term, tf=hits.tf))
+        lengths.append(np.asarray(page.lengths, dtype=np.float64))
+        n_chunks += len(page.sizes)
+    if not found:
+        return np.zeros(n_chunks, dtype=np.float64)
+    every = _Hits(
+        doc=np.concatenate([h.doc for h in found]),
+        term=np.concatenate([h.term for h in found]),
+        tf=np.concatenate([h.tf for h in found]),
+    )
+    df = np.bincount(every.term, minlength=len(wanted)).tolist()
     # `math.log`, as the engine path and `bm25_top`: the same idf to the last bit.
     idf = np.fromiter((math.log(1 + (n_docs - d + 0.5) / (d + 0.5)) for d in df), dtype=np.float64)
-    return _bm25(hits, idf, len(sizes), lengths, k1, b, average_length)
+    return _bm25(every, idf, n_chunks, np.concatenate(lengths), k1, b, average_length)
