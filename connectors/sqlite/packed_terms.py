@@ -27,6 +27,24 @@ _ADD_TERMS = "INSERT OR IGNORE INTO lexicon (term) SELECT value FROM json_each(?
 _TERM_IDS = "SELECT term, id FROM lexicon WHERE term IN (SELECT value FROM json_each(?))"
 
 
+def rows_and_blobs_sql(columns: str, source: str) -> str:
+    """A statement of one row: `columns` of the chunks `source` names, then their BLOBs.
+
+    `source` is a subquery giving row ids as `doc`; the chunks it names that pass the filter
+    (a `{where}` left to fill, over `text_chunks t`) are read in one pass, `columns` being
+    aggregates over them (JSON arrays) and the BLOBs concatenated after them in the same
+    order. One row, because a search reads beside other threads (`connectors.sqlite.
+    json_rows`); BLOBs as they are, because the same bytes as hex text inside the JSON
+    cost three times the CPU (1.0 against 2.7 ms for 200 candidates at 30,000 passages).
+    """
+    return f"""
+SELECT {columns}, CAST(group_concat(t.term_freqs, x'') AS BLOB)
+FROM ({source}) src
+CROSS JOIN text_chunks t ON t.rowid = src.doc
+WHERE {{where}}
+"""  # noqa: S608 - fixed fragments only
+
+
 def ensure_column(conn: sqlite3.Connection) -> bool:
     """Add `text_chunks.term_freqs` to a store made before it; whether it was added."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(text_chunks)")}
@@ -126,7 +144,7 @@ def scores(
     """BM25 of each packed chunk for terms weighted by idf (`connectors.bm25`'s formula).
 
     `packed` is the chunks' BLOBs one after the other, `sizes` their sizes in bytes (as one
-    statement reads them: `CANDIDATES_SQL` in `connectors.sqlite.lexical_engine`).
+    statement reads them: `rows_and_blobs_sql`).
     """
     if not sizes or not weights:
         return np.zeros(len(sizes), dtype=np.float64)

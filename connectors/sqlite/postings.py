@@ -57,20 +57,15 @@ def any_of(term_ids: Sequence[int]) -> str:
 
 
 # The exhaustive path's rows, one range of row ids at a time: every chunk in the range that
-# holds a query term and passes the filter, with its length and packed frequencies, in one
-# row (as the engine path's candidates, `connectors.sqlite.lexical_engine`): JSON arrays of
-# row ids, lengths and BLOB sizes, and the BLOBs one after the other. Parameters: the
-# `any_of` query, the range (after, up to), the filter's.
-MATCHING_SQL = f"""
-SELECT json_group_array(t.rowid), json_group_array(t.length),
-       json_group_array(coalesce(length(t.term_freqs), 0)),
-       CAST(group_concat(t.term_freqs, x'') AS BLOB)
-FROM (
-    SELECT rowid AS doc FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid > ? AND rowid <= ?
-) posted
-CROSS JOIN text_chunks t ON t.rowid = posted.doc
-WHERE {{where}}
-"""  # noqa: S608 - fixed fragments only
+# holds a query term and passes the filter, with its length and packed frequencies, read as
+# the engine path reads its candidates: JSON arrays of row ids, lengths and BLOB sizes, and
+# the BLOBs one after the other. Parameters: the `any_of` query, the range (after, up to),
+# the filter's.
+MATCHING_SQL = packed_terms.rows_and_blobs_sql(
+    "json_group_array(t.rowid), json_group_array(t.length), "
+    "json_group_array(coalesce(length(t.term_freqs), 0))",
+    f"SELECT rowid AS doc FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid > ? AND rowid <= ?",  # noqa: S608
+)
 
 # `uda check`: chunks whose postings are not their BLOB's terms (by count), and postings of
 # no chunk, which would lend their terms to whichever chunk reuses the row id.

@@ -196,6 +196,18 @@ def _closes_in_place(chunk: ChunkRecord, stored: _StoredRow | None) -> bool:
     )
 
 
+def _packed(
+    conn: sqlite3.Connection, analysed: Sequence[Counter[str]]
+) -> tuple[dict[str, int], list[bytes], list[int]]:
+    """Every term's lexicon id (added if new), each chunk's packed BLOB and its length."""
+    ids = packed_terms.term_ids(conn, {term for terms in analysed for term in terms})
+    return (
+        ids,
+        [packed_terms.pack(terms, ids) for terms in analysed],
+        [chunk_length(terms) for terms in analysed],
+    )
+
+
 def index_chunks(conn: sqlite3.Connection, analysed_chunks: AnalysedChunks) -> LexicalChange:
     """Insert or replace chunks, their postings and statistics (inside the caller's transaction).
 
@@ -220,9 +232,7 @@ def index_chunks(conn: sqlite3.Connection, analysed_chunks: AnalysedChunks) -> L
     for c in fresh:
         terms = analysed_chunks.terms.get(c.chunk_id)
         analysed.append(term_frequencies(c.name, c.text) if terms is None else terms)
-    ids = packed_terms.term_ids(conn, {term for terms in analysed for term in terms})
-    packed = [packed_terms.pack(terms, ids) for terms in analysed]
-    lengths = [chunk_length(terms) for terms in analysed]
+    ids, packed, lengths = _packed(conn, analysed)
     conn.executemany(
         _INSERT_CHUNK,
         [
@@ -292,14 +302,12 @@ def rebuild_terms(conn: sqlite3.Connection) -> None:
         if not rows:
             break
         last = rows[-1][0]
-        analysed = [term_frequencies(name, text) for _, name, text in rows]
-        ids = packed_terms.term_ids(conn, {term for terms in analysed for term in terms})
-        packed = [packed_terms.pack(terms, ids) for terms in analysed]
+        _, packed, lengths = _packed(conn, [term_frequencies(name, text) for _, name, text in rows])
         conn.executemany(
             "UPDATE text_chunks SET length = ?, term_freqs = ? WHERE rowid = ?",
             [
-                (chunk_length(terms), blob, rid)
-                for (rid, _, _), terms, blob in zip(rows, analysed, packed, strict=True)
+                (length, blob, rid)
+                for (rid, _, _), length, blob in zip(rows, lengths, packed, strict=True)
             ],
         )
         postings.add(conn, [(rid, blob) for (rid, _, _), blob in zip(rows, packed, strict=True)])
