@@ -3,8 +3,9 @@
 Built for stores from before it; lost, it fails closed until the chunks are rewritten;
 searched in three ways.
 
-Searches ask Chroma for ids and distances only and filter on the directory. These tests use
-a real `PersistentClient` and random vectors; the conformance suite covers the contract.
+Searches ask Chroma (or, for a small store, the exact index the directory's vectors make) for
+ids and distances only and filter on the directory; every test runs both ways. These tests
+use a real `PersistentClient` and random vectors; the conformance suite covers the contract.
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ from connectors.contract.records import ChunkRecord, SearchFilter
 
 DIMENSION = 16
 PUBLIC = SearchFilter(max_sensitivity_rank=0)
+
+
+@pytest.fixture(autouse=True, params=["exact", "hnsw"])
+def nearest_from(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: the small store searched exactly (ADR 62), and by Chroma's HNSW."""
+    if request.param == "hnsw":
+        monkeypatch.setattr(chroma_module, "FLAT_LIMIT", 0)
+    return str(request.param)
 
 
 def _corpus(n: int, *, public_every: int) -> list[ChunkRecord]:

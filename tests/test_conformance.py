@@ -96,12 +96,25 @@ class TestNetworkX(ConnectorConformance):
 
 
 class TestChromaEmbedded(ConnectorConformance):
-    """Chroma's `PersistentClient` (HNSW: approximate, so `exact_vectors` stays False)."""
+    """Chroma's `PersistentClient`, small stores searched exactly in memory (ADR 62)."""
 
     @pytest.fixture(params=["chroma"])
     def connector_factory(self, tmp_path: Path) -> LocationFactory[Path]:
         return LocationFactory(
-            make=lambda folder: ChromaConnector(path=folder), locations=_folders(tmp_path)
+            make=lambda folder: ChromaConnector(path=folder),
+            locations=_folders(tmp_path),
+            exact_vectors=True,
+        )
+
+
+class TestChromaEmbeddedHNSW(ConnectorConformance):
+    """The same store searched by Chroma's HNSW index (approximate: `exact_vectors` False)."""
+
+    @pytest.fixture(params=["chroma-hnsw"])
+    def connector_factory(self, tmp_path: Path) -> LocationFactory[Path]:
+        return LocationFactory(
+            make=lambda folder: ChromaConnector(path=folder, flat_limit=0),
+            locations=_folders(tmp_path),
         )
 
 

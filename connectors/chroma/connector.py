@@ -3,7 +3,9 @@
 Embeddings are always passed in: with `embedding_function=None` Chroma never tries to fetch a
 model. The embedded store keeps a chunk directory beside the collection (filter fields in
 SQLite, `connectors.chroma.directory`): Chroma holds ids and vectors only, a search asks it
-for ids and distances only, and its hits carry no text (ADR 16, 52, 53). Against a Chroma
+for ids and distances only, and its hits carry no text (ADR 16, 52, 53). While the store is
+small, a search scans the directory's copy of the vectors exactly instead of asking Chroma's
+HNSW index (`connectors.chroma.flat`, ADR 62). Against a Chroma
 server, which may have other writers, the filter is applied to the metadata Chroma returns,
 and pushed into the query (`where`) when too few pass, instead of filtering a fixed top-k,
 which would starve the candidate pool.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -26,7 +29,15 @@ from connectors.chroma.directory import (
     open_directory,
     record_from_metadata,
 )
-from connectors.chroma.directory_search import PassRates, hits_of, passing_hits, search_directory
+from connectors.chroma.directory_search import (
+    ChromaNearest,
+    Nearest,
+    PassRates,
+    hits_of,
+    passing_hits,
+    search_directory,
+)
+from connectors.chroma.flat import FLAT_LIMIT, FlatIndex, FlatNearest
 from connectors.chroma.where import NO_SCOPE, compile_where
 from connectors.contract.errors import ConnectorError
 from connectors.contract.records import ChunkHit, ChunkRecord, SearchFilter
@@ -101,6 +112,9 @@ class ChromaConnector(Connector, VectorCapable):
     Args:
         path: folder of the embedded `PersistentClient`; or
         host, port: a Chroma server (`chroma run`), reached with `HttpClient`.
+        flat_limit: the embedded store searches its vectors exactly, in memory, while it
+            holds at most this many chunks (`connectors.chroma.flat`); 0: always with
+            Chroma's HNSW index. Defaults to `FLAT_LIMIT`.
     """
 
     name = "chroma"
@@ -121,9 +135,15 @@ class ChromaConnector(Connector, VectorCapable):
         host: str | None = None,
         port: int | None = None,
         collection: str = _COLLECTION,
+        flat_limit: int | None = None,
     ) -> None:
         if (path is None) == (host is None):
             raise ValueError("give either path (embedded) or host (server)")
+        self._flat_limit = FLAT_LIMIT if flat_limit is None else flat_limit
+        # None: not read yet (the first search reads it); False: the store is searched by
+        # Chroma (too large, or rows without vectors); else the exact index.
+        self._flat: FlatIndex | bool | None = None
+        self._flat_lock = threading.Lock()
         self._path = Path(path) if path is not None else None
         self._host = host
         self._port = port
@@ -160,7 +180,9 @@ class ChromaConnector(Connector, VectorCapable):
             _search_wide_enough(collection)
             if self._path is not None:
                 self._directory = open_directory(
-                    self._path / f"{self._collection_name}.directory.sqlite3", collection
+                    self._path / f"{self._collection_name}.directory.sqlite3",
+                    collection,
+                    vectors_up_to=self._flat_limit,
                 )
             self._collection = collection
 
@@ -170,6 +192,7 @@ class ChromaConnector(Connector, VectorCapable):
         """Drop the client (the embedded client persists as it writes)."""
         self._collection = None
         self._client = None
+        self._flat = None
         directory, self._directory = self._directory, None
         if directory is not None:
             directory.close()
@@ -232,6 +255,9 @@ class ChromaConnector(Connector, VectorCapable):
                     )
                 if directory is not None:
                     directory.put(part)  # second: see connectors/chroma/directory.py
+                    ids = [c.chunk_id for c in part]
+                    vectors = [cast("Sequence[float]", c.embedding) for c in part]
+                    self._update_flat(lambda flat, i=ids, v=vectors: flat.with_chunks(i, v))
 
         await self._run(write)
 
@@ -254,6 +280,7 @@ class ChromaConnector(Connector, VectorCapable):
             for start in range(0, len(doomed), _BATCH):
                 collection.delete(ids=doomed[start : start + _BATCH])
             self._directory.delete_ids(doomed)
+            self._update_flat(lambda flat: flat.without(doomed))
 
         await self._run(delete)
 
@@ -266,6 +293,7 @@ class ChromaConnector(Connector, VectorCapable):
                 collection.delete(ids=list(chunk_ids[start : start + _BATCH]))
             if self._directory is not None:
                 self._directory.delete_ids(chunk_ids)
+                self._update_flat(lambda flat: flat.without(chunk_ids))
 
         await self._run(delete)
 
@@ -315,7 +343,12 @@ class ChromaConnector(Connector, VectorCapable):
             collection = self._require()
             if self._directory is not None:
                 return search_directory(
-                    collection, self._directory, self._pass_rates, embedding, k, search_filter
+                    self._nearest(collection, self._directory),
+                    self._directory,
+                    self._pass_rates,
+                    embedding,
+                    k,
+                    search_filter,
                 )
             fetch = k * _OVERFETCH
             result = collection.query(
@@ -345,6 +378,34 @@ class ChromaConnector(Connector, VectorCapable):
 
         return await self._run(query)
 
+    @property
+    def searches_exactly(self) -> bool | None:
+        """Whether searches scan the vectors exactly (ADR 62); None until the first search."""
+        return None if self._flat is None else isinstance(self._flat, FlatIndex)
+
+    def _nearest(self, collection: Any, directory: ChunkDirectory) -> Nearest:
+        """The exact index while the store is small enough, else Chroma's."""
+        flat = self._flat_index(directory)
+        return ChromaNearest(collection) if flat is None else FlatNearest(flat)
+
+    def _flat_index(self, directory: ChunkDirectory) -> FlatIndex | None:
+        """The exact index, read from the directory by the first search; None: use Chroma."""
+        flat = self._flat
+        if flat is None:
+            with self._flat_lock:  # a write updates it under the same lock, after its commit
+                if self._flat is None:
+                    loaded = directory.flat_index(self._flat_limit) if self._flat_limit else None
+                    self._flat = False if loaded is None else loaded
+                flat = self._flat
+        return flat if isinstance(flat, FlatIndex) else None
+
+    def _update_flat(self, change: Callable[[FlatIndex], FlatIndex]) -> None:
+        """Apply a committed write to the exact index, if one is held (past the limit: drop it)."""
+        with self._flat_lock:
+            if isinstance(self._flat, FlatIndex):
+                changed = change(self._flat)
+                self._flat = changed if len(changed) <= self._flat_limit else False
+
     async def vector_scores(
         self, embedding: Sequence[float], element_ids: Sequence[str], search_filter: SearchFilter
     ) -> list[ChunkHit]:
@@ -364,11 +425,8 @@ class ChromaConnector(Connector, VectorCapable):
                 chunk_ids = self._directory.of_elements(ids, search_filter)
                 if not chunk_ids:
                     return []
-                result = collection.query(
-                    query_embeddings=[list(embedding)],
-                    ids=chunk_ids,
-                    n_results=len(chunk_ids),
-                    include=["distances"],
+                result = self._nearest(collection, self._directory).within(
+                    list(embedding), chunk_ids, len(chunk_ids)
                 )
                 return hits_of(passing_hits(result, self._directory, search_filter))
             hits: list[ChunkHit] = []

@@ -16,6 +16,11 @@ to the directory second, so an interrupted write leaves a vector with no directo
 search treats as not passing (it fails closed) and `chunk_states` reports as unusable until
 the write is repeated. A store from before the directory gets it from Chroma's metadata,
 which was complete then (`reconcile`).
+
+While the collection is small (`connectors.chroma.flat`), each chunk's vector is kept too
+(`chunk_vectors`, beside the filter rows so that those stay narrow), written in the same
+transaction as its filter fields: the exact index a small store is searched with is read
+from here in one statement, and agrees with the filter rows by construction (ADR 62).
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from connectors.chroma.flat import FlatIndex
 from connectors.contract.records import ChunkRecord, SearchFilter
 from connectors.contract.system_of_record import (
     DERIVED_CHUNK_COLUMNS,
@@ -51,10 +59,25 @@ CREATE TABLE IF NOT EXISTS chunks (
     filter_values TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS chunks_element ON chunks (element_id);
+-- Each chunk's vector while the store is small (ADR 62): a table of its own, so that the
+-- filter rows a search looks up stay narrow.
+CREATE TABLE IF NOT EXISTS chunk_vectors (
+    chunk_id TEXT PRIMARY KEY,
+    vector BLOB NOT NULL
+) WITHOUT ROWID;
 -- Releases before ADR 53 kept each chunk's text here too.
 DROP TABLE IF EXISTS chunk_text;
 """
 _UPSERT_CHUNK = insert_sql("chunks", DERIVED_CHUNK_COLUMNS, "?", verb="INSERT OR REPLACE")
+_PUT_VECTOR = "INSERT OR REPLACE INTO chunk_vectors (chunk_id, vector) VALUES (?, ?)"
+_VECTORS = "SELECT c.chunk_id, v.vector FROM chunks c JOIN chunk_vectors v USING (chunk_id)"
+_VECTOR_COUNTS = (
+    "SELECT count(*), count(v.chunk_id) FROM chunks c LEFT JOIN chunk_vectors v USING (chunk_id)"
+)
+_WITHOUT_VECTOR = (
+    "SELECT c.chunk_id FROM chunks c "
+    "WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.chunk_id)"
+)
 # Every id list is one JSON parameter, expanded by json_each: no statement grows with the input.
 _IDS = "(SELECT value FROM json_each(?))"
 # One JSON row (connectors/sqlite/json_rows.py): a search reads it beside other threads.
@@ -71,12 +94,20 @@ Passing = tuple[str, int]
 
 
 class ChunkDirectory:
-    """The filter fields of every chunk of one collection; thread-safe."""
+    """The filter fields of every chunk of one collection, and its vectors while few; thread-safe.
 
-    def __init__(self, path: Path) -> None:
+    Args:
+        path: the SQLite file.
+        vectors_up_to: rows keep their chunk's vector while the directory holds at most this
+            many (the exact index's limit, `connectors.chroma.flat`); past it a row's vector
+            would never be read, and would double what the store keeps on disk.
+    """
+
+    def __init__(self, path: Path, vectors_up_to: int = 0) -> None:
         self._db = SQLiteConnections(
             path, not_open=lambda: RuntimeError("chunk directory is not open")
         )
+        self._vectors_up_to = vectors_up_to
 
     def open(self) -> None:
         """Create the file and its tables if missing."""
@@ -98,7 +129,17 @@ class ChunkDirectory:
         if not chunks:
             return
         with self._transaction() as conn:
+            keep = (
+                self._vectors_up_to > 0
+                and conn.execute("SELECT count(*) FROM chunks").fetchone()[0] + len(chunks)
+                <= self._vectors_up_to
+            )
             conn.executemany(_UPSERT_CHUNK, [derived_chunk_values(c, json.dumps) for c in chunks])
+            if keep:
+                conn.executemany(
+                    _PUT_VECTOR,
+                    [(c.chunk_id, _vector_blob(c.embedding)) for c in chunks if c.embedding],
+                )
 
     def delete_ids(self, chunk_ids: Sequence[str]) -> None:
         """Delete chunks by id (unknown ids are ignored)."""
@@ -151,6 +192,43 @@ class ChunkDirectory:
         """Every chunk id in the directory."""
         return {row[0] for row in self._reader().execute("SELECT chunk_id FROM chunks")}
 
+    def vector_counts(self) -> tuple[int, int]:
+        """How many rows there are, and how many hold their vector."""
+        rows, with_vectors = self._reader().execute(_VECTOR_COUNTS).fetchone()
+        return int(rows), int(with_vectors)
+
+    def fill_vectors(self, collection: Any) -> int:
+        """Give rows without a vector the one Chroma holds (rows of earlier releases)."""
+        missing = [row[0] for row in self._reader().execute(_WITHOUT_VECTOR)]
+        filled = 0
+        for start in range(0, len(missing), _PAGE):
+            page = collection.get(ids=missing[start : start + _PAGE], include=["embeddings"])
+            rows = [
+                (cid, _vector_blob(vector))
+                for cid, vector in zip(page["ids"], page["embeddings"], strict=True)
+            ]
+            with self._transaction() as conn:
+                conn.executemany(_PUT_VECTOR, rows)
+            filled += len(rows)
+        return filled
+
+    def flat_index(self, limit: int) -> FlatIndex | None:
+        """Every chunk's vector, if there are at most `limit` chunks and each has its vector."""
+        conn = self._reader()
+        conn.execute("BEGIN DEFERRED")  # the counts and the rows from one snapshot
+        try:
+            rows, with_vectors = conn.execute(_VECTOR_COUNTS).fetchone()
+            if rows > limit or with_vectors < rows:
+                return None
+            ids: list[str] = []
+            blobs: list[bytes] = []
+            for chunk_id, blob in conn.execute(_VECTORS):
+                ids.append(chunk_id)
+                blobs.append(blob)
+        finally:
+            conn.execute("COMMIT")
+        return FlatIndex.of(ids, blobs)
+
 
 def reconcile(
     directory: ChunkDirectory,
@@ -202,16 +280,18 @@ def record_from_metadata(chunk_id: str, meta: Mapping[str, Any], text: str) -> C
     )
 
 
-def open_directory(path: Path, collection: Any) -> ChunkDirectory:
+def open_directory(path: Path, collection: Any, vectors_up_to: int = 0) -> ChunkDirectory:
     """The collection's directory, made consistent with the vectors where Chroma can tell.
 
     A store from before the directory (ADR 16) gets it from Chroma's metadata and documents,
     which were complete then. Since ADR 52 Chroma holds vectors only: rows the directory
     lacks stay missing (their vectors are unusable, and `uda sync` rewrites them from the
-    system of record), and rows without a vector are dropped.
+    system of record), and rows without a vector are dropped. A directory of at most
+    `vectors_up_to` rows, some written before it kept vectors (ADR 62), gets theirs from
+    Chroma once, so that its store can be searched exactly.
     """
     before_directories = not path.exists()
-    directory = ChunkDirectory(path)
+    directory = ChunkDirectory(path, vectors_up_to)
     directory.open()
     if directory.count() != collection.count():
 
@@ -219,6 +299,9 @@ def open_directory(path: Path, collection: Any) -> ChunkDirectory:
             return _records(collection, ids)
 
         reconcile(directory, all_ids(collection), fetch if before_directories else None)
+    rows, with_vectors = directory.vector_counts()
+    if with_vectors < rows <= vectors_up_to:
+        directory.fill_vectors(collection)
     return directory
 
 
@@ -244,7 +327,12 @@ def _records(collection: Any, ids: Sequence[str]) -> list[ChunkRecord]:
     ]
 
 
+def _vector_blob(vector: Sequence[float]) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
 def _delete_ids(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
     for start in range(0, len(chunk_ids), _PAGE):
         ids = json.dumps(list(chunk_ids[start : start + _PAGE]))
         conn.execute(f"DELETE FROM chunks WHERE chunk_id IN {_IDS}", (ids,))  # noqa: S608
+        conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN {_IDS}", (ids,))  # noqa: S608

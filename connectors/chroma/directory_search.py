@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from connectors.chroma.directory import ChunkDirectory
 from connectors.contract.records import ChunkHit, SearchFilter
@@ -72,15 +72,50 @@ def _hashable(search_filter: SearchFilter) -> bool:
     return True
 
 
+class Nearest(Protocol):
+    """Where the nearest ids come from: Chroma's HNSW index, or the exact in-memory one.
+
+    Both answer as Chroma's query does: `{"ids": [[...]], "distances": [[...]]}`, nearest
+    first, the distance being `1 - cosine`.
+    """
+
+    def query(self, embedding: list[float], n: int) -> Mapping[str, Any]:
+        """The `n` nearest of every chunk."""
+        ...
+
+    def within(self, embedding: list[float], ids: list[str], n: int) -> Mapping[str, Any]:
+        """The `n` nearest among `ids`."""
+        ...
+
+
+class ChromaNearest:
+    """Chroma's query: ids and distances only (ADR 52)."""
+
+    def __init__(self, collection: Any) -> None:
+        self._collection = collection
+
+    def query(self, embedding: list[float], n: int) -> Mapping[str, Any]:
+        """The `n` nearest by Chroma's HNSW index."""
+        return self._collection.query(
+            query_embeddings=[embedding], n_results=n, include=["distances"]
+        )
+
+    def within(self, embedding: list[float], ids: list[str], n: int) -> Mapping[str, Any]:
+        """The `n` nearest among `ids` (Chroma scans them)."""
+        return self._collection.query(
+            query_embeddings=[embedding], ids=ids, n_results=n, include=["distances"]
+        )
+
+
 def search_directory(
-    collection: Any,
+    nearest: Nearest,
     directory: ChunkDirectory,
     rates: PassRates,
     embedding: Sequence[float],
     k: int,
     search_filter: SearchFilter,
 ) -> list[ChunkHit]:
-    """Top `k` passing chunks: ids and distances from Chroma, the filter from the directory.
+    """Top `k` passing chunks: ids and distances from `nearest`, the filter from the directory.
 
     The unfiltered index is over-fetched as the filter's last pass rate says; if too few
     pass, once more as wide as the pass rate so far says is needed; and if that would be
@@ -90,7 +125,7 @@ def search_directory(
     query = list(embedding)
     fetch = rates.first_fetch(search_filter, k)
     for attempt in range(2):
-        result = collection.query(query_embeddings=[query], n_results=fetch, include=["distances"])
+        result = nearest.query(query, fetch)
         hits = passing_hits(result, directory, search_filter)
         seen = len(result["ids"][0])
         if not attempt:
@@ -105,12 +140,7 @@ def search_directory(
     allowed = directory.matching(search_filter)
     if not allowed:
         return []
-    result = collection.query(
-        query_embeddings=[query],
-        ids=allowed,
-        n_results=min(k, len(allowed)),
-        include=["distances"],
-    )
+    result = nearest.within(query, allowed, min(k, len(allowed)))
     return hits_of(passing_hits(result, directory, search_filter)[:k])
 
 
@@ -119,7 +149,7 @@ Passing = tuple[str, str, int, float]
 
 
 def passing_hits(
-    result: Any, directory: ChunkDirectory, search_filter: SearchFilter
+    result: Mapping[str, Any], directory: ChunkDirectory, search_filter: SearchFilter
 ) -> list[Passing]:
     """The hits of an ids-and-distances query that pass the filter, nearest first."""
     ids: list[str] = result["ids"][0]
@@ -144,4 +174,13 @@ def hits_of(hits: Sequence[Passing]) -> list[ChunkHit]:
     ]
 
 
-__all__ = ["OVERFETCH", "WIDEST", "PassRates", "hits_of", "passing_hits", "search_directory"]
+__all__ = [
+    "OVERFETCH",
+    "WIDEST",
+    "ChromaNearest",
+    "Nearest",
+    "PassRates",
+    "hits_of",
+    "passing_hits",
+    "search_directory",
+]
