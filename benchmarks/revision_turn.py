@@ -139,7 +139,11 @@ def _prose(passages: int, queries: int) -> _Corpus:
                 (),
             )
 
-    return _Corpus(ls.RandomEmbedder(), batches, asked, (["internal"],))
+    try:  # where the measured revision keeps it: `model_free` since ADR 61
+        from benchmarks.model_free import RandomEmbedder
+    except ImportError:
+        RandomEmbedder = ls.RandomEmbedder
+    return _Corpus(RandomEmbedder(), batches, asked, (["internal"],))
 
 
 def _search_once(client, query: str, caller: list[str], depth: int) -> dict[str, float]:

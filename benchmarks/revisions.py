@@ -261,10 +261,13 @@ def markdown(report: Mapping) -> str:
             for side in ("before", "after"):
                 f = report[side]["summary"][depth][name]
                 cells.append(f"{f['median_ms']:.1f} ({f['min_ms']:.1f}-{f['max_ms']:.1f})")
-            ratio = report["ratio"][depth][name]
+            # No ratio where the before median is 0 (`cpu native` when no Rust or ONNX
+            # thread ran: a small store searched without Chroma's index, ADR 62).
+            ratio = report["ratio"][depth].get(name)
+            ratio_cell = "—" if ratio is None else f"{ratio:.3f}"
             pair = report["paired"][depth].get(name)
             pair_cell = "" if pair is None else f"{pair:.3f}"
-            row = f"| {depth} | {name} | {cells[0]} | {cells[1]} | {ratio:.3f} | {pair_cell} |"
+            row = f"| {depth} | {name} | {cells[0]} | {cells[1]} | {ratio_cell} | {pair_cell} |"
             if per_search:
                 searched = per_search.get(depth, {}).get(name)
                 row += "" if searched is None else f" {searched:.3f} |"
